@@ -1,0 +1,97 @@
+"""The ELMo bidirectional language model: char CNN type layer + projected biLSTM."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .config import ElmoOptions
+from .modules import BiLstm, CharTokenEncoder, LstmState
+
+
+@dataclass
+class BiLMOutput:
+    """``layers[k]``: ``(batch, T, 2*proj)`` for k = 0 (type layer, repeated fwd|bwd), 1..n
+    (LSTM layers, forward | backward); ``mask (batch, T)`` bool; ``state`` the final LSTM state."""
+
+    layers: list[torch.Tensor]
+    mask: torch.Tensor
+    state: LstmState
+
+    def without_boundaries(self) -> "BiLMOutput":
+        """Drop ``<S>`` and ``</S>``: every row is shifted left by one and loses its last token."""
+        lengths = self.mask.sum(dim=1) - 2
+        T = max(int(lengths.max()) if lengths.numel() else 0, 0)
+        new_mask = torch.arange(T, device=self.mask.device).unsqueeze(0) < lengths.unsqueeze(1)
+        layers = [x[:, 1 : T + 1] * new_mask.unsqueeze(-1) for x in self.layers]
+        return BiLMOutput(layers, new_mask, self.state)
+
+
+class ElmoBiLM(nn.Module):
+    def __init__(self, options: ElmoOptions):
+        super().__init__()
+        self.options = options
+        self.token_encoder = CharTokenEncoder(options)
+        self.lstm = BiLstm(options)
+        self.reset_parameters()
+
+    @property
+    def n_layers(self) -> int:
+        """Number of output layers, type layer included (3 for ELMo)."""
+        return len(self.lstm.layers) + 1
+
+    @property
+    def output_dim(self) -> int:
+        return self.options.output_dim
+
+    def forward(
+        self,
+        char_ids: torch.Tensor,
+        state: Optional[LstmState] = None,
+        fused: bool = False,
+        token_vectors: Optional[torch.Tensor] = None,
+    ) -> BiLMOutput:
+        """``char_ids (batch, T, 50)`` shifted ids with the boundary tokens included (see
+        :func:`~probing_lab.elmo.chars.batch_to_ids`). ``token_vectors (batch, T, proj)`` may
+        be given instead of running the char CNN (a type-vector cache)."""
+        mask = (char_ids > 0).any(dim=-1)
+        if token_vectors is None:
+            token_vectors = self.token_encoder(char_ids)
+        lstm_layers, new_state = self.lstm(token_vectors, mask, state, fused=fused)
+        layers = [torch.cat([token_vectors, token_vectors], dim=-1), *lstm_layers]
+        return BiLMOutput(layers, mask, new_state)
+
+    def count_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    @torch.no_grad()
+    def reset_parameters(self, generator: Optional[torch.Generator] = None) -> None:
+        """bilm-tf's initialisation: char embeddings U(-1, 1), CNN and highway N(0, 1/fan_in),
+        carry bias -2 (start close to the identity), Glorot-uniform LSTM kernels, forget bias 1."""
+        enc, o = self.token_encoder, self.options
+        enc.char_embed.uniform_(-1.0, 1.0, generator=generator)
+        for conv, (width, _) in zip(enc.convs, o.filters):
+            conv.weight.normal_(0.0, math.sqrt(1.0 / (width * o.char_dim)), generator=generator)
+            conv.bias.zero_()
+        for hw in enc.highways:
+            std = math.sqrt(1.0 / o.n_filters)
+            hw.w_carry.normal_(0.0, std, generator=generator)
+            hw.w_transform.normal_(0.0, std, generator=generator)
+            hw.b_carry.fill_(-2.0)
+            hw.b_transform.zero_()
+        enc.w_proj.normal_(0.0, math.sqrt(1.0 / o.n_filters), generator=generator)
+        enc.b_proj.zero_()
+        for layer in self.lstm.layers:
+            fan = layer.input_weight.shape[1] + layer.hidden_weight.shape[1]
+            bound = math.sqrt(6.0 / (fan + layer.input_weight.shape[2]))
+            layer.input_weight.uniform_(-bound, bound, generator=generator)
+            layer.hidden_weight.uniform_(-bound, bound, generator=generator)
+            c = o.lstm_dim
+            bound_p = math.sqrt(6.0 / (c + o.projection_dim))
+            layer.proj_weight.uniform_(-bound_p, bound_p, generator=generator)
+            layer.bias.zero_()
+            layer.bias[:, c : 2 * c] = 1.0  # forget gate (order i, f, g, o)

@@ -1,0 +1,195 @@
+"""The notebook and CLI entry point: sentences in, per-layer arrays out.
+
+    >>> from probing_lab.elmo import Embedder
+    >>> elmo = Embedder.from_files("options.json", "weights.hdf5")   # a released ELMo
+    >>> elmo = Embedder.from_checkpoint("data/models/...")           # the lab's own format
+    >>> [bank] = elmo.embed([["I", "sat", "by", "the", "river", "bank"]])
+    >>> bank.shape                                                  # (layers, tokens, 2*proj)
+    (3, 6, 1024)
+
+Stateless by default: every batch starts from a zero LSTM state, so a sentence gets the same
+vectors whatever it is batched with. ``stateful=True`` carries the final state of each batch
+row into the next call, as AllenNLP's ``Elmo`` and bilm-tf do (for parity with the original).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .bilm import BiLMOutput, ElmoBiLM
+from .chars import BOS_CHAR_IDS, EOS_CHAR_IDS, batch_to_ids, check_sentences, token_to_char_ids
+from .modules import LstmState
+
+
+class Embedder:
+    def __init__(
+        self,
+        model: ElmoBiLM,
+        batch_size: int = 64,
+        stateful: bool = False,
+        fused: bool = False,
+        device: Optional[str | torch.device] = None,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if stateful and fused:
+            raise ValueError("stateful mode needs the exact LSTM path; drop fused=True")
+        self.device = torch.device(device) if device else next(model.parameters()).device
+        self.model = model.to(self.device).eval()
+        self.batch_size = batch_size
+        self.stateful = stateful
+        self.fused = fused
+        self._state: Optional[LstmState] = None
+        self._type_index: dict[str, int] = {}
+        self._type_vectors: Optional[torch.Tensor] = None
+
+    # --- construction ---------------------------------------------------------------
+    @classmethod
+    def from_files(cls, options: str | Path, weights: str | Path, **kwargs) -> "Embedder":
+        from .weights import load_hdf5_model
+
+        return cls(load_hdf5_model(options, weights), **kwargs)
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, **kwargs) -> "Embedder":
+        from .weights import load_checkpoint
+
+        return cls(load_checkpoint(directory), **kwargs)
+
+    @property
+    def n_layers(self) -> int:
+        return self.model.n_layers
+
+    @property
+    def dim(self) -> int:
+        return self.model.output_dim
+
+    # --- state ----------------------------------------------------------------------
+    def reset_state(self) -> None:
+        """Forget the carried LSTM state (stateful mode)."""
+        self._state = None
+
+    def _take_state(self, batch: int) -> Optional[LstmState]:
+        if not self.stateful or self._state is None:
+            return None
+        h, c = self._state
+        have = h.shape[2]
+        if have < batch:  # new rows start from zero
+            zh, zc = self.model.lstm.zero_state(batch - have, self.device)
+            h, c = torch.cat([h, zh], dim=2), torch.cat([c, zc], dim=2)
+        return h[:, :, :batch].contiguous(), c[:, :, :batch].contiguous()
+
+    def _keep_state(self, new: LstmState) -> None:
+        if not self.stateful:
+            return
+        batch = new[0].shape[2]
+        if self._state is None or self._state[0].shape[2] <= batch:
+            self._state = (new[0].clone(), new[1].clone())
+        else:  # a smaller batch updates the first rows only
+            h, c = self._state
+            h[:, :, :batch], c[:, :, :batch] = new
+            self._state = (h, c)
+
+    # --- type-vector cache ----------------------------------------------------------
+    def set_vocabulary(self, words: Iterable[str], batch_size: int = 512) -> None:
+        """Precompute the char-CNN type vectors of ``words`` (plus the sentence boundaries);
+        later calls look those up and run the CNN only for words outside the list."""
+        words = list(dict.fromkeys(w for w in words if w))
+        rows = [BOS_CHAR_IDS, EOS_CHAR_IDS] + [token_to_char_ids(w) for w in words]
+        ids = torch.tensor(rows, dtype=torch.long) + 1
+        vectors = []
+        with torch.inference_mode():
+            for start in range(0, len(rows), batch_size):
+                chunk = ids[start : start + batch_size].unsqueeze(1).to(self.device)
+                vectors.append(self.model.token_encoder(chunk)[:, 0])
+        self._type_vectors = torch.cat(vectors)
+        self._type_index = {w: i + 2 for i, w in enumerate(words)}
+
+    def clear_vocabulary(self) -> None:
+        self._type_index, self._type_vectors = {}, None
+
+    def _cached_token_vectors(self, sentences: Sequence[Sequence[str]], char_ids: torch.Tensor) -> torch.Tensor:
+        B, T, _ = char_ids.shape
+        index = torch.full((B, T), -1, dtype=torch.long)
+        unknown: dict[str, int] = {}
+        for b, sentence in enumerate(sentences):
+            index[b, 0], index[b, len(sentence) + 1] = 0, 1
+            for t, token in enumerate(sentence):
+                row = self._type_index.get(token)
+                if row is None:
+                    row = -2 - unknown.setdefault(token, len(unknown))
+                index[b, t + 1] = row
+        table = self._type_vectors
+        if unknown:
+            ids = torch.tensor([token_to_char_ids(w) for w in unknown], dtype=torch.long) + 1
+            fresh = self.model.token_encoder(ids.unsqueeze(1).to(self.device))[:, 0]
+            table = torch.cat([table, fresh])
+            index = torch.where(index <= -2, len(self._type_vectors) + (-2 - index), index)
+        present = index >= 0
+        vectors = table[index.clamp(min=0).to(self.device)]
+        return vectors * present.unsqueeze(-1).to(self.device)
+
+    # --- embedding ------------------------------------------------------------------
+    def run_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> BiLMOutput:
+        """One forward pass over one batch, tensors out (``layers[k] (batch, T, dim)``)."""
+        check_sentences(sentences)
+        char_ids = batch_to_ids(sentences).to(self.device)
+        with torch.inference_mode():
+            vectors = self._cached_token_vectors(sentences, char_ids) if self._type_vectors is not None else None
+            out = self.model(char_ids, state=self._take_state(len(sentences)), fused=self.fused, token_vectors=vectors)
+        self._keep_state(out.state)
+        return out if keep_boundaries else out.without_boundaries()
+
+    def embed_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> list[np.ndarray]:
+        """One batch -> one float32 array ``(layers, n_tokens, dim)`` per sentence."""
+        out = self.run_batch(sentences, keep_boundaries)
+        stacked = torch.stack(out.layers, dim=1).cpu().numpy()  # (batch, layers, T, dim)
+        lengths = out.mask.sum(dim=1).tolist()
+        return [stacked[i, :, :n] for i, n in enumerate(lengths)]
+
+    def embed(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: Optional[int] = None,
+        progress: bool = False,
+        keep_boundaries: bool = False,
+    ) -> list[np.ndarray]:
+        """Many sentences -> one array ``(layers, n_tokens, dim)`` each, in input order.
+
+        Stateless mode batches sentences of similar length together (less padding);
+        stateful mode keeps the given order, batch row ``i`` of call ``k`` continuing the
+        state of row ``i`` of call ``k-1``. An empty sentence gives ``(layers, 0, dim)``.
+        """
+        check_sentences(sentences)
+        batch_size = batch_size or self.batch_size
+        order = list(range(len(sentences)))
+        if not self.stateful:
+            order.sort(key=lambda i: len(sentences[i]))
+        results: list[Optional[np.ndarray]] = [None] * len(sentences)
+        bar = _progress(len(sentences), progress)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            for i, array in zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries)):
+                results[i] = array
+            bar.update(len(chunk))
+        bar.close()
+        return results  # type: ignore[return-value]
+
+    def embed_text(self, text: str, **kwargs) -> tuple[list[list[str]], list[np.ndarray]]:
+        """Raw text -> (tokenized sentences, arrays), with the lab's PTB-style tokenizer."""
+        from ..text import split_and_tokenize
+
+        sentences = split_and_tokenize(text)
+        if not sentences:
+            raise ValueError("the text is empty: nothing to embed")
+        return sentences, self.embed(sentences, **kwargs)
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="sent", disable=not enabled, dynamic_ncols=True)

@@ -1,0 +1,220 @@
+"""The ELMo building blocks: char CNN + highway + projection, the projected biLSTM, scalar mix.
+
+Parameter layouts follow the math, not TensorFlow: everything is ``x @ W`` with ``W`` of
+shape ``(in, out)`` (as in the hdf5 file), LSTM gates are ordered i, f, g, o as in PyTorch,
+and the LSTM bias already contains the forget bias of 1.0 that TensorFlow adds at run time.
+Conversions from and to the released files live in :mod:`probing_lab.elmo.weights`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ElmoOptions
+
+LstmState = tuple[torch.Tensor, torch.Tensor]  # h (layers, 2, batch, proj), c (layers, 2, batch, cell)
+
+
+class Highway(nn.Module):
+    """bilm-tf's highway layer: ``carry * relu(x W_t + b_t) + (1 - carry) * x``,
+    ``carry = sigmoid(x W_c + b_c)``. (AllenNLP's ``g*x + (1-g)*f(x)`` form is the same
+    layer with the carry weights negated.)"""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.w_carry = nn.Parameter(torch.empty(dim, dim))
+        self.b_carry = nn.Parameter(torch.empty(dim))
+        self.w_transform = nn.Parameter(torch.empty(dim, dim))
+        self.b_transform = nn.Parameter(torch.empty(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        carry = torch.sigmoid(torch.addmm(self.b_carry, x, self.w_carry))
+        transform = torch.relu(torch.addmm(self.b_transform, x, self.w_transform))
+        return carry * transform + (1.0 - carry) * x
+
+
+class CharTokenEncoder(nn.Module):
+    """Shifted char ids ``(batch, tokens, 50)`` -> type vectors ``(batch, tokens, proj)``.
+
+    Embedding (row 0 fixed at zero) -> one convolution per filter width, max over positions,
+    activation -> highway layers -> linear projection. Positions whose ids are all 0 ("no
+    token") come out as zeros.
+    """
+
+    def __init__(self, options: ElmoOptions):
+        super().__init__()
+        # 261 trainable rows; row 0 ("no token") is prepended as zeros at run time.
+        self.char_embed = nn.Parameter(torch.empty(N_STORED_CHARS, options.char_dim))
+        self.convs = nn.ModuleList(
+            nn.Conv1d(options.char_dim, n, kernel_size=width) for width, n in options.filters
+        )
+        self.highways = nn.ModuleList(Highway(options.n_filters) for _ in range(options.n_highway))
+        self.w_proj = nn.Parameter(torch.empty(options.n_filters, options.projection_dim))
+        self.b_proj = nn.Parameter(torch.empty(options.projection_dim))
+        self.activation = torch.relu if options.activation == "relu" else torch.tanh
+
+    def char_table(self) -> torch.Tensor:
+        return F.pad(self.char_embed, (0, 0, 1, 0))
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        batch, tokens, n_chars = char_ids.shape
+        flat = char_ids.reshape(-1, n_chars)
+        x = F.embedding(flat, self.char_table()).transpose(1, 2)  # (N, char_dim, 50)
+        pooled = [self.activation(conv(x).amax(dim=-1)) for conv in self.convs]
+        h = torch.cat(pooled, dim=-1)
+        for highway in self.highways:
+            h = highway(h)
+        out = torch.addmm(self.b_proj, h, self.w_proj)
+        present = (flat > 0).any(dim=-1, keepdim=True)
+        return (out * present).view(batch, tokens, -1)
+
+
+N_STORED_CHARS = 261
+
+
+class ProjectedLstmLayer(nn.Module):
+    """Forward and backward LSTM cells with projection, one layer, both directions together.
+
+    Shapes: ``input_weight (2, in, 4*cell)``, ``hidden_weight (2, proj, 4*cell)``,
+    ``bias (2, 4*cell)``, ``proj_weight (2, cell, proj)``; index 0 = forward, 1 = backward.
+    """
+
+    def __init__(self, input_dim: int, cell_dim: int, proj_dim: int):
+        super().__init__()
+        self.input_weight = nn.Parameter(torch.empty(2, input_dim, 4 * cell_dim))
+        self.hidden_weight = nn.Parameter(torch.empty(2, proj_dim, 4 * cell_dim))
+        self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
+        self.proj_weight = nn.Parameter(torch.empty(2, cell_dim, proj_dim))
+
+
+class BiLstm(nn.Module):
+    """The ELMo biLSTM: separate forward and backward stacks of projected LSTMs with cell
+    and projection clipping and a residual connection around every layer but the first.
+
+    The exact path does the input-to-gate products of all time steps in one batched matrix
+    product per layer (both directions at once), then a loop over time steps whose body is a
+    handful of batched tensor ops: no Python work per token.
+    """
+
+    def __init__(self, options: ElmoOptions):
+        super().__init__()
+        self.cell_dim = options.lstm_dim
+        self.proj_dim = options.projection_dim
+        self.cell_clip = options.cell_clip
+        self.proj_clip = options.proj_clip
+        self.residual = options.use_skip_connections
+        self.layers = nn.ModuleList(
+            ProjectedLstmLayer(options.projection_dim, options.lstm_dim, options.projection_dim)
+            for _ in range(options.n_layers)
+        )
+
+    def zero_state(self, batch: int, device=None, dtype=torch.float32) -> LstmState:
+        n = len(self.layers)
+        return (
+            torch.zeros(n, 2, batch, self.proj_dim, device=device, dtype=dtype),
+            torch.zeros(n, 2, batch, self.cell_dim, device=device, dtype=dtype),
+        )
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        mask: torch.Tensor,
+        state: Optional[LstmState] = None,
+        fused: bool = False,
+    ) -> tuple[list[torch.Tensor], LstmState]:
+        """``inputs (batch, T, proj)``, ``mask (batch, T)`` bool, left-aligned sequences.
+
+        Returns the output of every layer, each ``(batch, T, 2*proj)`` (forward | backward,
+        zero at padding), and the final state of every row (after its last real token going
+        forward, after its first token going backward), for stateful use.
+        ``fused=True`` runs ``torch.lstm`` (no clipping; see the README for its difference).
+        """
+        batch, T, _ = inputs.shape
+        if fused and state is not None:
+            raise ValueError("the fused torch.lstm path is stateless; use the exact path for stateful mode")
+        if state is None:
+            state = self.zero_state(batch, inputs.device, inputs.dtype)
+        lengths = mask.sum(dim=1)
+        rev = _reverse_index(lengths, T)  # backward direction runs on per-row reversed sequences
+        x = torch.stack([inputs, _gather_time(inputs, rev)])  # (2, batch, T, proj)
+        step_mask = mask.t().unsqueeze(-1)  # (T, batch, 1)
+        outputs, h_final, c_final = [], [], []
+        for k, layer in enumerate(self.layers):
+            run = self._run_fused if fused else self._run_exact
+            y, h, c = run(layer, x, step_mask, lengths, state[0][k], state[1][k])
+            if self.residual and k > 0:
+                y = y + x
+            y = y * mask.unsqueeze(-1)
+            outputs.append(torch.cat([y[0], _gather_time(y[1], rev)], dim=-1))
+            h_final.append(h)
+            c_final.append(c)
+            x = y
+        return outputs, (torch.stack(h_final), torch.stack(c_final))
+
+    def _run_exact(self, layer, x, step_mask, lengths, h, c):
+        """One layer, both directions: ``x (2, batch, T, in)`` -> ``(2, batch, T, proj)``."""
+        directions, batch, T, _ = x.shape
+        gates_x = torch.baddbmm(layer.bias.unsqueeze(1), x.reshape(directions, batch * T, -1), layer.input_weight)
+        gates_x = gates_x.view(directions, batch, T, -1)
+        out = x.new_zeros(directions, batch, T, self.proj_dim)
+        for t in range(T):
+            gates = torch.baddbmm(gates_x[:, :, t], h, layer.hidden_weight)
+            i, f, g, o = gates.chunk(4, dim=-1)
+            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            if self.cell_clip:
+                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
+            h_new = torch.bmm(torch.sigmoid(o) * torch.tanh(c_new), layer.proj_weight)
+            if self.proj_clip:
+                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
+            keep = step_mask[t]  # rows past their end keep their state
+            c = torch.where(keep, c_new, c)
+            h = torch.where(keep, h_new, h)
+            out[:, :, t] = h_new
+        return out, h, c
+
+    def _run_fused(self, layer, x, step_mask, lengths, h, c):
+        # Padding comes after each row's real steps (backward rows are reversed), so the
+        # outputs at real positions are right; the final state is not (stateless only).
+        outs = []
+        for d in range(2):
+            params = [layer.input_weight[d].t(), layer.hidden_weight[d].t(), layer.bias[d],
+                      torch.zeros_like(layer.bias[d]), layer.proj_weight[d].t()]
+            y, _, _ = torch.lstm(x[d], (h[d : d + 1], c[d : d + 1]), params, True, 1, 0.0, False, False, True)
+            outs.append(y)
+        return torch.stack(outs), h, c
+
+
+def _reverse_index(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    """``(batch, T)`` index that reverses each row's first ``length`` steps, padding in place."""
+    t = torch.arange(T, device=lengths.device).unsqueeze(0)
+    L = lengths.unsqueeze(1)
+    return torch.where(t < L, L - 1 - t, t)
+
+
+def _gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x (..., batch, T, d)`` reordered along T by ``index (batch, T)``."""
+    return torch.gather(x, -2, index.unsqueeze(-1).expand_as(x))
+
+
+class ScalarMix(nn.Module):
+    """``gamma * sum_j softmax(w)_j * layer_j`` over the biLM's layers (Peters et al. eq. 1)."""
+
+    def __init__(self, n_layers: int = 3, weights: Optional[list[float]] = None, gamma: float = 1.0, trainable: bool = True):
+        super().__init__()
+        init = torch.tensor(weights if weights is not None else [0.0] * n_layers, dtype=torch.float32)
+        if init.numel() != n_layers:
+            raise ValueError(f"ScalarMix: {init.numel()} weights given for {n_layers} layers")
+        self.weights = nn.Parameter(init, requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.tensor(float(gamma)), requires_grad=trainable)
+
+    def forward(self, layers) -> torch.Tensor:
+        """``layers``: a list of equal-shape tensors, or one tensor with layers on dim 0."""
+        stacked = torch.stack(list(layers)) if not torch.is_tensor(layers) else layers
+        if stacked.shape[0] != self.weights.numel():
+            raise ValueError(f"ScalarMix expects {self.weights.numel()} layers, got {stacked.shape[0]}")
+        w = torch.softmax(self.weights, dim=0).view(-1, *([1] * (stacked.dim() - 1)))
+        return self.gamma * (w * stacked).sum(dim=0)
