@@ -8,6 +8,7 @@ Conversions from and to the released files live in :mod:`probing_lab.elmo.weight
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -183,7 +184,9 @@ class BiLstm(nn.Module):
         for d in range(2):
             params = [layer.input_weight[d].t(), layer.hidden_weight[d].t(), layer.bias[d],
                       torch.zeros_like(layer.bias[d]), layer.proj_weight[d].t()]
-            y, _, _ = torch.lstm(x[d], (h[d : d + 1], c[d : d + 1]), params, True, 1, 0.0, False, False, True)
+            with warnings.catch_warnings():  # "projections not supported with oneDNN": expected
+                warnings.simplefilter("ignore", UserWarning)
+                y, _, _ = torch.lstm(x[d], (h[d : d + 1], c[d : d + 1]), params, True, 1, 0.0, False, False, True)
             outs.append(y)
         return torch.stack(outs), h, c
 

@@ -15,14 +15,12 @@ hdf5 conversion rules (bilm-tf -> this model):
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 import numpy as np
 import torch
 
+from ..fileio import atomic_path, file_sha256
 from .bilm import ElmoBiLM
 from .config import ElmoOptions
 
@@ -188,7 +186,7 @@ def hdf5_arrays(model: ElmoBiLM) -> dict[str, np.ndarray]:
 def save_hdf5_weights(model: ElmoBiLM, path: str | Path) -> None:
     """Write ``weights.hdf5`` in the released layout (loads in AllenNLP and bilm-tf)."""
     path = Path(path)
-    with _atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         with _open_hdf5(tmp, "w") as f:
             for name, array in hdf5_arrays(model).items():
                 f.create_dataset(name, data=np.ascontiguousarray(array, dtype=np.float32))
@@ -201,26 +199,6 @@ CHECKPOINT_OPTIONS = "options.json"
 CHECKPOINT_CARD = "model_card.json"
 
 
-class _atomic_path:
-    """Write to a temporary file next to ``path`` and rename it into place on success."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        os.close(fd)
-        self.tmp = Path(name)
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
-
-
 def save_checkpoint(model: ElmoBiLM, directory: str | Path, card: dict | None = None, dtype: torch.dtype = torch.float32) -> Path:
     """Save ``model.safetensors`` + ``options.json`` + ``model_card.json`` in ``directory``."""
     from safetensors.torch import save_file
@@ -228,14 +206,14 @@ def save_checkpoint(model: ElmoBiLM, directory: str | Path, card: dict | None = 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to(dtype).contiguous().cpu() for k, v in model.state_dict().items()}
-    with _atomic_path(directory / CHECKPOINT_WEIGHTS) as tmp:
+    with atomic_path(directory / CHECKPOINT_WEIGHTS) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "probing-lab-elmo", "dtype": str(dtype)})
-    with _atomic_path(directory / CHECKPOINT_OPTIONS) as tmp:
+    with atomic_path(directory / CHECKPOINT_OPTIONS) as tmp:
         model.options.save(tmp)
     card = dict(card or {})
     card.setdefault("parameters", model.count_parameters())
     card["weights_sha256"] = file_sha256(directory / CHECKPOINT_WEIGHTS)
-    with _atomic_path(directory / CHECKPOINT_CARD) as tmp:
+    with atomic_path(directory / CHECKPOINT_CARD) as tmp:
         tmp.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return directory
 
@@ -281,12 +259,4 @@ def load_hdf5_model(options_path: str | Path, weights_path: str | Path) -> ElmoB
     model = ElmoBiLM(ElmoOptions.load(options_path))
     load_hdf5_weights(model, weights_path)
     return model
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 

@@ -1,0 +1,150 @@
+"""``probing-lab`` command line: ``embed``, ``demo``, ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("probing_lab")
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model (default: the shipped model)")
+    g.add_argument("--model", help="checkpoint directory, or random:PRESET (e.g. random:small)")
+    g.add_argument("--options", help="released ELMo options.json (with --weights)")
+    g.add_argument("--weights", help="released ELMo weights.hdf5 (with --options)")
+    g.add_argument("--seed", type=int, default=0, help="seed for random:PRESET models")
+
+
+def _threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    import h5py
+
+    from .elmo import Embedder
+    from .fileio import atomic_path
+    from .models import load_model
+
+    src = Path(args.input)
+    if not src.is_file():
+        raise FileNotFoundError(f"input file not found: {src} (one whitespace-tokenized sentence per line)")
+    lines = src.read_text(encoding="utf-8").splitlines()
+    sentences = [line.split() for line in lines]
+    empty = sum(1 for s in sentences if not s)
+    if empty:
+        log.warning("%d empty line(s): each gets a (layers, 0, dim) dataset so indices stay aligned", empty)
+    loaded = load_model(args.model, args.options, args.weights, args.seed)
+    elmo = Embedder(loaded.model, batch_size=args.batch_size, stateful=args.stateful, fused=args.fused)
+    log.info("model %s: %d layers x %d dims; %d sentences", loaded.name, elmo.n_layers, elmo.dim, len(sentences))
+    start = time.perf_counter()
+    arrays = elmo.embed(sentences, progress=not args.quiet)
+    seconds = time.perf_counter() - start
+    n_tokens = sum(len(s) for s in sentences)
+    out = Path(args.output)
+    with atomic_path(out) as tmp:  # an interrupted run leaves no half-written file
+        with h5py.File(tmp, "w") as f:
+            for i, array in enumerate(arrays):
+                f.create_dataset(str(i), data=array)
+            index = {line: str(i) for i, line in enumerate(lines)}
+            f.create_dataset("sentence_to_index", data=[json.dumps(index)], dtype=h5py.string_dtype())
+    log.info("wrote %s: %d tokens in %.1f s (%.0f tokens/s)", out, n_tokens, seconds, n_tokens / max(seconds, 1e-9))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .elmo import Embedder
+    from .models import load_model, shipped_model_dir
+
+    if args.model is None and args.options is None and shipped_model_dir() is None:
+        args.model = "random:cpu-base"
+        print("No shipped model in this checkout yet: using a RANDOMLY INITIALISED cpu-base ELMo.\n"
+              "Only the structure is meaningful (L0 is context-free, L1/L2 are not); pass\n"
+              "--options/--weights for a released ELMo or --model DIR for a trained one.\n")
+    loaded = load_model(args.model, args.options, args.weights, args.seed)
+    elmo = Embedder(loaded.model)
+    sentences = [
+        "I deposited the cheque at the bank this morning .".split(),
+        "The bank raised its interest rates again .".split(),
+        "We had a picnic on the bank of the river .".split(),
+        "Reeds grow thick along the muddy bank .".split(),
+    ]
+    arrays = elmo.embed(sentences)
+    vectors = np.stack([a[:, s.index("bank")] for a, s in zip(arrays, sentences)], axis=1)  # (layers, 4, dim)
+    print(f"model: {loaded.name}")
+    for i, s in enumerate(sentences):
+        print(f"  [{i}] {' '.join(s)}")
+    print("\ncosine similarity of 'bank' between the sentences, per layer")
+    for layer, v in enumerate(vectors):
+        v = v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+        sim = v @ v.T
+        money, river, across = sim[0, 1], sim[2, 3], sim[:2, 2:].mean()
+        print(f"  L{layer}: money-money {money:.3f}  river-river {river:.3f}  money-river {across:.3f}")
+    print("\nL0 is the same vector for every 'bank' (a type embedding); L1 and L2 depend on context.")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .models import load_model
+
+    loaded = load_model(args.model, args.options, args.weights, args.seed)
+    print(json.dumps({"model": loaded.name, "parameters": loaded.model.count_parameters(),
+                      "options": loaded.model.options.to_dict()}, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="probing-lab", description="ELMo Probing Lab")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("embed", help="embed sentences to an hdf5 file (structural-probes layout)")
+    p.add_argument("--input", required=True, help="text file, one whitespace-tokenized sentence per line")
+    p.add_argument("--output", required=True, help="hdf5 file: datasets '0', '1', ... of (layers, tokens, dim)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--stateful", action="store_true", help="carry LSTM state across batches, per batch row (original ELMo)")
+    p.add_argument("--fused", action="store_true", help="torch.lstm fused path (no clipping; see README)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_model_args(p)
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("demo", help="per-layer similarities of 'bank' in four sentences")
+    _add_model_args(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("info", help="print a model's options and parameter count")
+    _add_model_args(p)
+    p.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    _threads(args.threads)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        if args.verbose:
+            raise
+        message = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"probing-lab {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"probing-lab {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Raw text -> sentences of tokens, in the conventions the released ELMo was trained on
+(the 1B Word Benchmark's PTB-like tokenization: ``do n't``, ``it 's``, punctuation split off,
+``U.S.`` and ``3.5`` kept whole)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_CONTRACTIONS = re.compile(r"(?i)\b(\w+)(n't)\b|\b(\w+)('s|'re|'ve|'ll|'d|'m)\b|\b(can)(not)\b")
+_TOKEN = re.compile(
+    r"""
+    (?:[A-Za-z]\.){2,}              # abbreviations with dots: U.S. e.g.
+  | (?:Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|Mt|Inc|Ltd|Co|Corp|vs|etc|No)\.(?=\s|$)
+  | \d+(?:[.,:/]\d+)*                # numbers: 3.5 1,000 10:30 6/7
+  | n't | '(?:s|re|ve|ll|d|m)\b      # contraction pieces (split below)
+  | \w+(?:[-']\w+)*                  # words, hyphenated words, o'clock
+  | \.\.\.|--|``|''|[^\w\s]          # ellipsis, dashes, any other symbol alone
+    """,
+    re.VERBOSE,
+)
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]*[A-Z0-9])")
+_ABBREVIATION_END = re.compile(r"(?:\b(?:[A-Za-z]\.){2,}|\b(?:Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|Mt|vs|No)\.)$")
+
+
+def normalize(text: str) -> str:
+    """NFKC, curly quotes to straight, control characters to spaces."""
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    return "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") and c not in "\n" else c for c in text)
+
+
+def tokenize(sentence: str) -> list[str]:
+    """One sentence -> tokens. ``"I don't know."`` -> ``['I', 'do', "n't", 'know', '.']``."""
+    text = _CONTRACTIONS.sub(lambda m: " ".join(g for g in m.groups() if g), normalize(sentence))
+    return _TOKEN.findall(text)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split at ``. ! ?`` followed by space and a capital or digit, not after ``Mr.``/``U.S.``."""
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n\s*\n|\r\n\s*\r\n", normalize(text)):
+        pieces = _SENTENCE_END.split(" ".join(paragraph.split()))
+        for piece in pieces:
+            if sentences and sentences[-1] is not None and _ABBREVIATION_END.search(sentences[-1]) and piece:
+                sentences[-1] = sentences[-1] + " " + piece  # the split was after an abbreviation
+            elif piece.strip():
+                sentences.append(piece.strip())
+        sentences.append(None)  # paragraph break: never glue across it
+    return [s for s in sentences if s]
+
+
+def split_and_tokenize(text: str) -> list[list[str]]:
+    return [tokens for tokens in (tokenize(s) for s in split_sentences(text)) if tokens]
