@@ -1,0 +1,36 @@
+import json
+
+import h5py
+
+from probing_lab.cli import main
+
+
+def test_embed_random_model_layout(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("The bank closed .\n\nWe sat on the river bank .\n")
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", "--model", "random:cpu-tiny", "--input", str(src), "--output", str(out), "--quiet"]) == 0
+    with h5py.File(out) as f:
+        assert f["0"].shape == (3, 4, 128) and f["1"].shape == (3, 0, 128) and f["2"].shape == (3, 7, 128)
+        assert json.loads(f["sentence_to_index"][0])["We sat on the river bank ."] == "2"
+
+
+def test_embed_errors_are_clear(tmp_path, capsys):
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", "--model", "random:cpu-tiny", "--input", str(tmp_path / "missing.txt"), "--output", str(out)]) == 2
+    assert "input file not found" in capsys.readouterr().err
+    src = tmp_path / "in.txt"
+    src.write_text("a b\n")
+    assert main(["embed", "--options", "o.json", "--input", str(src), "--output", str(out)]) == 2
+    assert "give both --options and --weights" in capsys.readouterr().err
+    assert main(["embed", "--model", "random:nope", "--input", str(src), "--output", str(out)]) == 2
+    assert "unknown ELMo preset" in capsys.readouterr().err
+    assert main(["embed", "--model", str(tmp_path), "--input", str(src), "--output", str(out)]) == 2
+    assert "no options.json" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_demo_runs(capsys):
+    assert main(["demo", "--model", "random:cpu-tiny"]) == 0
+    text = capsys.readouterr().out
+    assert "L0: money-money 1.000  river-river 1.000  money-river 1.000" in text

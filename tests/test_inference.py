@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+import torch
+
+from probing_lab.elmo import ElmoBiLM, Embedder, ScalarMix, get_preset
+from probing_lab.text import split_and_tokenize, tokenize
+
+
+@pytest.fixture(scope="module")
+def model():
+    m = ElmoBiLM(get_preset("cpu-tiny"))
+    m.reset_parameters(torch.Generator().manual_seed(1))
+    return m
+
+
+SHORT = ["The", "bank", "closed", "."]
+LONG = "Reeds grow thick along the muddy bank of the slow brown river in the late summer heat .".split()
+
+
+def test_same_sentence_same_vectors_whatever_the_batch(model):
+    alone = Embedder(model).embed([SHORT])[0]
+    for batch in ([LONG, SHORT], [SHORT, LONG, LONG[:3]], [LONG] * 5 + [SHORT]):
+        got = Embedder(model).embed(batch)[batch.index(SHORT)]
+        np.testing.assert_allclose(got, alone, atol=1e-5)
+
+
+def test_output_shapes_order_and_layer0(model):
+    sents = [LONG, SHORT, [], LONG[:5]]
+    out = Embedder(model, batch_size=2).embed(sents)
+    assert [a.shape for a in out] == [(3, len(s), 128) for s in sents]
+    np.testing.assert_array_equal(out[1][0, :, :64], out[1][0, :, 64:])  # L0 = type vector twice
+    # L0 is context-free: "bank" has the same L0 in both sentences, different L1/L2
+    a, b = out[0][:, LONG.index("bank")], out[1][:, 1]
+    np.testing.assert_allclose(a[0], b[0], atol=1e-6)
+    assert np.abs(a[1] - b[1]).max() > 1e-3
+
+
+def test_keep_boundaries(model):
+    out = Embedder(model).run_batch([SHORT], keep_boundaries=True)
+    assert out.layers[0].shape[1] == len(SHORT) + 2 and int(out.mask.sum()) == len(SHORT) + 2
+    inner = Embedder(model).embed([SHORT])[0]
+    np.testing.assert_allclose(out.layers[2][0, 1:-1].numpy(), inner[2], atol=1e-6)
+
+
+def test_stateful_carries_and_resets(model):
+    elmo = Embedder(model, stateful=True)
+    first = elmo.embed_batch([SHORT])[0]
+    second = elmo.embed_batch([SHORT])[0]
+    assert np.abs(first[1] - second[1]).max() > 1e-4  # state carried: different vectors
+    elmo.reset_state()
+    np.testing.assert_allclose(elmo.embed_batch([SHORT])[0], first, atol=1e-6)
+    elmo.embed_batch([SHORT, LONG, SHORT])  # a larger batch grows the state
+    assert elmo._state[0].shape[2] == 3
+
+
+def test_scalar_mix_by_hand():
+    mix = ScalarMix(3, weights=[0.0, np.log(2.0), np.log(3.0)], gamma=2.0)
+    layers = [torch.full((2, 4), v) for v in (1.0, 2.0, 3.0)]
+    expected = 2.0 * (1 * 1 + 2 * 2 + 3 * 3) / 6
+    torch.testing.assert_close(mix(layers), torch.full((2, 4), expected))
+    with pytest.raises(ValueError, match="expects 3 layers"):
+        mix(layers[:2])
+
+
+def test_bad_input_errors(model):
+    elmo = Embedder(model)
+    with pytest.raises(TypeError, match="list of token lists"):
+        elmo.embed(["The bank closed"])
+    with pytest.raises(ValueError, match="sentence 1, token 0"):
+        elmo.embed([SHORT, ["", "x"]])
+    with pytest.raises(ValueError, match="empty"):
+        elmo.embed_text("   ")
+    huge = ["x" * 10_000, "🙂" * 40, "\u0000odd", "日本語"]
+    assert elmo.embed([huge])[0].shape == (3, 4, 128)
+
+
+def test_tokenizer_conventions():
+    assert tokenize("I don't know, it's 3.5% of U.S. sales...") == [
+        "I", "do", "n't", "know", ",", "it", "'s", "3.5", "%", "of", "U.S.", "sales", "..."]
+    assert split_and_tokenize('Mr. Smith said "Hi." Then he left!\n\nNew para.') == [
+        ["Mr.", "Smith", "said", '"', "Hi", ".", '"'], ["Then", "he", "left", "!"], ["New", "para", "."]]
+    assert split_and_tokenize("") == []
