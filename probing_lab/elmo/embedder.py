@@ -136,7 +136,6 @@ class Embedder:
     # --- embedding ------------------------------------------------------------------
     def run_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> BiLMOutput:
         """One forward pass over one batch, tensors out (``layers[k] (batch, T, dim)``)."""
-        check_sentences(sentences)
         char_ids = batch_to_ids(sentences).to(self.device)
         with torch.inference_mode():
             vectors = self._cached_token_vectors(sentences, char_ids) if self._type_vectors is not None else None

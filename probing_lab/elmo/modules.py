@@ -146,7 +146,7 @@ class BiLstm(nn.Module):
         outputs, h_final, c_final = [], [], []
         for k, layer in enumerate(self.layers):
             run = self._run_fused if fused else self._run_exact
-            y, h, c = run(layer, x, step_mask, lengths, state[0][k], state[1][k])
+            y, h, c = run(layer, x, step_mask, state[0][k], state[1][k])
             if self.residual and k > 0:
                 y = y + x
             y = y * mask.unsqueeze(-1)
@@ -156,7 +156,7 @@ class BiLstm(nn.Module):
             x = y
         return outputs, (torch.stack(h_final), torch.stack(c_final))
 
-    def _run_exact(self, layer, x, step_mask, lengths, h, c):
+    def _run_exact(self, layer, x, step_mask, h, c):
         """One layer, both directions: ``x (2, batch, T, in)`` -> ``(2, batch, T, proj)``."""
         directions, batch, T, _ = x.shape
         gates_x = torch.baddbmm(layer.bias.unsqueeze(1), x.reshape(directions, batch * T, -1), layer.input_weight)
@@ -177,7 +177,7 @@ class BiLstm(nn.Module):
             out[:, :, t] = h_new
         return out, h, c
 
-    def _run_fused(self, layer, x, step_mask, lengths, h, c):
+    def _run_fused(self, layer, x, step_mask, h, c):
         # Padding comes after each row's real steps (backward rows are reversed), so the
         # outputs at real positions are right; the final state is not (stateless only).
         outs = []
