@@ -10,6 +10,7 @@ from typing import Optional
 import torch
 
 from .elmo import ElmoBiLM, get_preset, load_checkpoint, load_hdf5_model
+from .elmo.weights import CHECKPOINT_WEIGHTS
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_MODEL_DIR = PACKAGE_ROOT / "data" / "models" / "elmo-lab"
@@ -23,7 +24,7 @@ class LoadedModel:
 
 def shipped_model_dir() -> Optional[Path]:
     """The lab's own pretrained model, if this checkout has one."""
-    return SHIPPED_MODEL_DIR if (SHIPPED_MODEL_DIR / "model.safetensors").is_file() else None
+    return SHIPPED_MODEL_DIR if (SHIPPED_MODEL_DIR / CHECKPOINT_WEIGHTS).is_file() else None
 
 
 def load_model(

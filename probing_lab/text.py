@@ -39,15 +39,15 @@ def tokenize(sentence: str) -> list[str]:
 def split_sentences(text: str) -> list[str]:
     """Split at ``. ! ?`` followed by space and a capital or digit, not after ``Mr.``/``U.S.``."""
     sentences: list[str] = []
-    for paragraph in re.split(r"\n\s*\n|\r\n\s*\r\n", normalize(text)):
-        pieces = _SENTENCE_END.split(" ".join(paragraph.split()))
-        for piece in pieces:
-            if sentences and sentences[-1] is not None and _ABBREVIATION_END.search(sentences[-1]) and piece:
-                sentences[-1] = sentences[-1] + " " + piece  # the split was after an abbreviation
-            elif piece.strip():
-                sentences.append(piece.strip())
-        sentences.append(None)  # paragraph break: never glue across it
-    return [s for s in sentences if s]
+    for paragraph in re.split(r"\n\s*\n", normalize(text)):  # never glue across paragraphs
+        merged: list[str] = []
+        for piece in _SENTENCE_END.split(" ".join(paragraph.split())):
+            if merged and _ABBREVIATION_END.search(merged[-1]):
+                merged[-1] += " " + piece  # the split was after an abbreviation
+            elif piece:
+                merged.append(piece)
+        sentences.extend(merged)
+    return sentences
 
 
 def split_and_tokenize(text: str) -> list[list[str]]:

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import h5py
@@ -7,16 +8,12 @@ import torch
 
 from probing_lab.elmo import (ElmoBiLM, Embedder, WeightsError, get_preset, load_checkpoint,
                               load_hdf5_model, save_checkpoint, save_hdf5_weights)
-from probing_lab.elmo.config import ElmoOptions
 
 SENTENCES = [["The", "bank", "closed", "."], ["We", "sat", "on", "the", "river", "bank", "."]]
 
 
 def tiny_model(seed=0, **overrides):
-    base = get_preset("cpu-tiny")
-    opts = ElmoOptions(**{**{f: getattr(base, f) for f in ("lstm_dim", "projection_dim", "filters", "n_highway", "char_dim")},
-                          **overrides})
-    model = ElmoBiLM(opts)
+    model = ElmoBiLM(dataclasses.replace(get_preset("cpu-tiny"), **overrides))
     model.reset_parameters(torch.Generator().manual_seed(seed))
     with torch.no_grad():  # non-trivial biases everywhere so that conversions are exercised
         for p in model.parameters():
