@@ -164,6 +164,7 @@ PRESETS: dict[str, ElmoOptions] = {
     "small": _preset(1024, 128, 1),  # elmo_2x1024_128_2048cnn_1xhighway, 13.6M
     # CPU training sizes: narrower char CNN, same structure.
     "cpu-base": _preset(1024, 256, 1, filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 256]]),
+    "cpu-small": _preset(512, 128, 1, filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]]),
     "cpu-tiny": _preset(256, 64, 1, filters=[[1, 16], [2, 16], [3, 32], [4, 64], [5, 128]], char_dim=8),
 }
 

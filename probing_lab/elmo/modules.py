@@ -156,14 +156,32 @@ class BiLstm(nn.Module):
             x = y
         return outputs, (torch.stack(h_final), torch.stack(c_final))
 
+    def forward_streams(self, x: torch.Tensor, state: LstmState, dropout: float = 0.0) -> tuple[torch.Tensor, LstmState]:
+        """Language-model training: ``x (2, batch, T, proj)`` holds each direction's window in
+        its own reading order (the backward LM reads reversed sentences), no padding; the state
+        carries over from the previous window. Dropout on every layer's input, as bilm-tf.
+        Returns the top layer ``(2, batch, T, proj)`` and the new state."""
+        h_final, c_final = [], []
+        for k, layer in enumerate(self.layers):
+            inputs = F.dropout(x, dropout, self.training) if dropout else x
+            y, h, c = self._run_exact(layer, inputs, None, state[0][k], state[1][k])
+            if self.residual and k > 0:
+                y = y + x
+            h_final.append(h)
+            c_final.append(c)
+            x = y
+        return x, (torch.stack(h_final), torch.stack(c_final))
+
     def _run_exact(self, layer, x, step_mask, h, c):
         """One layer, both directions: ``x (2, batch, T, in)`` -> ``(2, batch, T, proj)``."""
         directions, batch, T, _ = x.shape
-        gates_x = torch.baddbmm(layer.bias.unsqueeze(1), x.reshape(directions, batch * T, -1), layer.input_weight)
-        gates_x = gates_x.view(directions, batch, T, -1)
-        out = x.new_zeros(directions, batch, T, self.proj_dim)
+        # Time-major gate inputs, so each step reads one contiguous (2, batch, 4*cell) block.
+        x_time = x.transpose(1, 2).reshape(directions, T * batch, -1)
+        gates_x = torch.baddbmm(layer.bias.unsqueeze(1), x_time, layer.input_weight)
+        gates_x = gates_x.view(directions, T, batch, -1).transpose(0, 1).contiguous()
+        steps = []
         for t in range(T):
-            gates = torch.baddbmm(gates_x[:, :, t], h, layer.hidden_weight)
+            gates = torch.baddbmm(gates_x[t], h, layer.hidden_weight)
             i, f, g, o = gates.chunk(4, dim=-1)
             c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             if self.cell_clip:
@@ -171,11 +189,13 @@ class BiLstm(nn.Module):
             h_new = torch.bmm(torch.sigmoid(o) * torch.tanh(c_new), layer.proj_weight)
             if self.proj_clip:
                 h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
-            keep = step_mask[t]  # rows past their end keep their state
-            c = torch.where(keep, c_new, c)
-            h = torch.where(keep, h_new, h)
-            out[:, :, t] = h_new
-        return out, h, c
+            if step_mask is None:
+                c, h = c_new, h_new
+            else:  # rows past their end keep their state
+                c = torch.where(step_mask[t], c_new, c)
+                h = torch.where(step_mask[t], h_new, h)
+            steps.append(h_new)
+        return torch.stack(steps, dim=2), h, c
 
     def _run_fused(self, layer, x, step_mask, h, c):
         # Padding comes after each row's real steps (backward rows are reversed), so the
