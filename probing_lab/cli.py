@@ -163,6 +163,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .probing.experiment import run_experiment
+
+    for path in args.experiments:
+        out = args.out if len(args.experiments) == 1 else (str(Path(args.out) / Path(path).stem) if args.out else None)
+        run = run_experiment(path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info)
+        print(run)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .probing.experiment import report
+
+    print(report(args.runs), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="probing-lab", description="ELMo Probing Lab")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
@@ -225,6 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
     p.add_argument("--card", help="JSON file merged into the model card")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
+    p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")
+    p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
+    p.add_argument("--out", help="run directory (a parent folder when several experiments are given)")
+    p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("report", help="several probe runs -> one tasks x layers x models table (markdown)")
+    p.add_argument("runs", nargs="+")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

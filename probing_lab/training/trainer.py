@@ -171,10 +171,10 @@ class Corpus:
 
 
 def train_files(corpus_dir: Path) -> list[Path]:
-    files = sorted((corpus_dir / "train").glob("*.txt"))
+    files = sorted(p for p in (corpus_dir / "train").glob("*") if p.is_file() and not p.name.startswith("."))
     if not files:
         raise CorpusError(
-            f"{corpus_dir}: no train/*.txt; build a corpus with `probing-lab corpus build --out {corpus_dir} SOURCES...`"
+            f"{corpus_dir}: no files in train/; build a corpus with `probing-lab corpus build --out {corpus_dir} SOURCES...`"
         )
     return files
 
@@ -262,6 +262,10 @@ class _Distributed:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         self.enabled = self.world > 1
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        self.device = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
         if self.enabled and not torch.distributed.is_initialized():
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             torch.distributed.init_process_group(backend)
@@ -276,7 +280,7 @@ class _Distributed:
     def min_int(self, value: int) -> int:
         if not self.enabled:
             return value
-        t = torch.tensor([value], dtype=torch.long)
+        t = torch.tensor([value], dtype=torch.long, device=self.device)
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
         return int(t.item())
 
@@ -284,7 +288,7 @@ class _Distributed:
         """True on every rank if it is true on one (keeps ranks in step on stop/save decisions)."""
         if not self.enabled:
             return flag
-        t = torch.tensor([int(flag)], dtype=torch.long)
+        t = torch.tensor([int(flag)], dtype=torch.long, device=self.device)
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
         return bool(t.item())
 
@@ -341,12 +345,13 @@ def train(
         optimizer = torch.optim.Adagrad(lm.parameters(), lr=config.lr, initial_accumulator_value=config.adagrad_initial_accumulator)
     else:
         optimizer = torch.optim.Adam(lm.parameters(), lr=config.lr)
+    lm.to(dist.device)
     model: nn.Module = lm
     if dist.enabled:
-        model = nn.parallel.DistributedDataParallel(lm)
+        model = nn.parallel.DistributedDataParallel(lm, device_ids=[dist.device] if dist.device.type == "cuda" else None)
     torch.manual_seed(config.seed * 1000 + dist.rank)  # dropout differs per rank, weights do not
     generator = torch.Generator().manual_seed(config.seed * 1000 + dist.rank + 1)
-    state = lm.bilm.lstm.zero_state(config.batch_size)
+    state = lm.bilm.lstm.zero_state(config.batch_size, dist.device)
     step, tokens_seen, wall = 0, 0, 0.0
 
     if resume and latest is not None:
@@ -355,7 +360,7 @@ def train(
         meta = json.loads((latest / "trainer.json").read_text())
         _load_optimizer(optimizer, load_file(str(latest / "optimizer.safetensors")), meta["param_groups"])
         per_rank = load_file(str(latest / "state.safetensors"))
-        state = (per_rank[f"rank{dist.rank}.h"], per_rank[f"rank{dist.rank}.c"])
+        state = (per_rank[f"rank{dist.rank}.h"].to(dist.device), per_rank[f"rank{dist.rank}.c"].to(dist.device))
         _set_rng(per_rank[f"rank{dist.rank}.rng"], generator)
         step, tokens_seen, wall = meta["step"], meta["tokens_seen"], meta["wall_time_s"]
         if meta["windows_per_epoch"] != windows_per_epoch:
@@ -372,8 +377,9 @@ def train(
     def save(kind: str = "checkpoint") -> None:
         h, c = state
         gathered = {}
-        for r, (hr, cr, gr) in enumerate(zip(dist.gather(h), dist.gather(c), dist.gather(_rng_tensor(generator)))):
-            gathered.update({f"rank{r}.h": hr, f"rank{r}.c": cr, f"rank{r}.rng": gr})
+        rng = _rng_tensor(generator).to(dist.device)
+        for r, (hr, cr, gr) in enumerate(zip(dist.gather(h), dist.gather(c), dist.gather(rng))):
+            gathered.update({f"rank{r}.h": hr.cpu(), f"rank{r}.c": cr.cpu(), f"rank{r}.rng": gr.cpu()})
         if dist.rank == 0:
             extra = {"step": step, "tokens_seen": tokens_seen, "wall_time_s": wall, "epoch": step / windows_per_epoch,
                      "windows_per_epoch": windows_per_epoch, "total_steps": total_steps, "world_size": dist.world}
@@ -428,9 +434,9 @@ def train(
             t0 = time.perf_counter()
             epoch, k = divmod(step, windows_per_epoch)
             if k == 0:
-                state = lm.bilm.lstm.zero_state(config.batch_size)
+                state = lm.bilm.lstm.zero_state(config.batch_size, dist.device)
             types, targets = stream.window(epoch, k)
-            char_ids, positions, target_ids = corpus.tensors(types, targets)
+            char_ids, positions, target_ids = (t.to(dist.device) for t in corpus.tensors(types, targets))
             loss_f, loss_b, new_state = model(char_ids, positions, target_ids, state, generator)
             loss = 0.5 * (loss_f + loss_b)
             optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,67 @@
+"""The torch linear probe against scikit-learn's LogisticRegression on the same EWT UPOS
+features (one layer), measured in one run. Targets: accuracy within 0.5 points, >= 3x faster.
+
+    python benchmarks/probe_speed.py [--model DIR] [--layer 1] [--data-dir D]
+
+Features come from the activation cache (extracted first if needed; not timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="default: the shipped model")
+    parser.add_argument("--layer", type=int, default=1)
+    parser.add_argument("--data-dir")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from sklearn.linear_model import LogisticRegression
+
+    from probing_lab.datadir import data_dir
+    from probing_lab.datasets import load_dataset
+    from probing_lab.features.cache import ElmoEncoder, extract_features
+    from probing_lab.models import load_model
+    from probing_lab.probing import tasks as T
+    from probing_lab.probing.probes import ProbeConfig, fit_probe
+
+    loaded = load_model(args.model)
+    encoder = ElmoEncoder(loaded.model, loaded.name)
+    split = {}
+    for role in ("train", "dev", "test"):
+        sentences = [s for s in load_dataset("ewt", role, data_dir(args.data_dir)) if s.tokens]
+        feats = extract_features(encoder, [s.words for s in sentences])
+        split[role] = (np.asarray(feats.layers[args.layer], dtype=np.float32), T.token_labels(sentences, "upos"))
+    index = T.LabelIndex(split["train"][1])
+    X, y = split["train"][0], index.encode(split["train"][1])
+    Xd, yd = split["dev"][0], index.encode(split["dev"][1])
+    Xt, yt = split["test"][0], index.encode(split["test"][1])
+    print(f"model {loaded.name}, layer {args.layer}: train {X.shape}, test {Xt.shape}, {len(index)} labels, {args.threads} threads")
+
+    t = time.perf_counter()
+    probe = fit_probe(X, y, Xd, yd, len(index), ProbeConfig())
+    t_torch = time.perf_counter() - t
+    acc_torch = probe.accuracy(Xt, yt)
+
+    mean, std = X.mean(0), X.std(0) + 1e-4  # the same standardisation the torch probe uses
+    t = time.perf_counter()
+    sk = LogisticRegression(max_iter=300).fit((X - mean) / std, y)
+    t_sk = time.perf_counter() - t
+    acc_sk = float((sk.predict((Xt - mean) / std) == yt).mean())
+
+    print(f"  torch linear probe     acc {acc_torch:.4f}   {t_torch:7.1f} s   ({probe.epochs_run} epochs, early stopping on dev)")
+    print(f"  sklearn LogisticRegr.  acc {acc_sk:.4f}   {t_sk:7.1f} s   (lbfgs, max_iter=300, n_iter={int(sk.n_iter_[0])})")
+    print(f"  accuracy difference {100 * (acc_torch - acc_sk):+.2f} points (target within 0.5); "
+          f"speed-up {t_sk / t_torch:.1f}x (target >= 3x)")
+
+
+if __name__ == "__main__":
+    main()

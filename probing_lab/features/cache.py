@@ -1,0 +1,171 @@
+"""Layer activations of a dataset, extracted once per (model, data, settings) and memory-mapped.
+
+``extract_features(encoder, sentences, ...)`` returns :class:`Features`: ``layers`` is a
+read-only memory map ``(n_layers, n_tokens, dim)`` (float16 by default) with every sentence's
+tokens in order; ``offsets[i]:offsets[i+1]`` are sentence ``i``'s rows. The cache key hashes
+the model's weights, the sentences' words and the settings, so changing any of them never
+serves stale vectors. Extraction writes into a ``.partial`` folder and records how far it got:
+an interrupted extraction resumes from there; only a finished one is renamed into place.
+
+The encoder is anything with ``embed(list_of_token_lists) -> list[(n_layers, n, dim) arrays]``
+plus ``n_layers``, ``dim`` and ``fingerprint()``; :class:`ElmoEncoder` wraps the lab's biLM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Protocol, Sequence
+
+import numpy as np
+
+from ..models import PACKAGE_ROOT
+
+CACHE_ENV = "PROBING_LAB_CACHE"
+FORMAT_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or PACKAGE_ROOT / "data" / "cache" / "features")
+
+
+class Encoder(Protocol):
+    n_layers: int
+    dim: int
+
+    def embed(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]: ...
+
+    def fingerprint(self) -> str: ...
+
+
+class ElmoEncoder:
+    """The biLM behind the probes: stateless, deterministic, float32 compute."""
+
+    def __init__(self, model, name: str = "elmo", batch_size: int = 64):
+        from ..elmo import Embedder
+
+        self.model = model
+        self.name = name
+        self.embedder = Embedder(model, batch_size=batch_size)
+        self.n_layers = self.embedder.n_layers
+        self.dim = self.embedder.dim
+        self._fingerprint: Optional[str] = None
+
+    def embed(self, sentences):
+        return self.embedder.embed(sentences, progress=False)
+
+    def fingerprint(self) -> str:
+        """sha256 of the weights themselves (names, shapes, bytes)."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            for name, t in sorted(self.model.state_dict().items()):
+                h.update(name.encode())
+                h.update(str(tuple(t.shape)).encode())
+                h.update(t.detach().cpu().float().contiguous().numpy().tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+
+@dataclass
+class Features:
+    layers: np.ndarray  # (n_layers, n_tokens, dim), memory-mapped
+    offsets: np.ndarray  # (n_sentences + 1,)
+    key: str
+    path: Path
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.offsets[-1])
+
+    def sentence(self, i: int) -> np.ndarray:
+        """``(n_layers, n_i, dim)`` of sentence i."""
+        return self.layers[:, self.offsets[i] : self.offsets[i + 1]]
+
+
+def cache_key(fingerprint: str, sentences: Sequence[Sequence[str]], settings: dict) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"format": FORMAT_VERSION, "model": fingerprint, "settings": settings}, sort_keys=True).encode())
+    for s in sentences:
+        h.update("\x1f".join(s).encode("utf-8"))
+        h.update(b"\x1e")
+    return h.hexdigest()[:24]
+
+
+def extract_features(
+    encoder: Encoder,
+    sentences: Sequence[Sequence[str]],
+    cache_dir: Optional[str | Path] = None,
+    dtype: str = "float16",
+    chunk_sentences: int = 256,
+    progress: bool = True,
+    restart: bool = False,
+) -> Features:
+    """Extract (or load from the cache) every layer for ``sentences``."""
+    if dtype not in ("float16", "float32"):
+        raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
+    empty = [i for i, s in enumerate(sentences) if not s]
+    if empty:
+        raise ValueError(f"sentence(s) {empty[:5]} have no tokens; drop them before extracting")
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    settings = {"dtype": dtype, "stateless": True, "layers": encoder.n_layers, "dim": encoder.dim}
+    key = cache_key(encoder.fingerprint(), sentences, settings)
+    final = cache_dir / key
+    if (final / "meta.json").is_file():
+        return _open(final, key)
+    partial = cache_dir / f"{key}.partial"
+    if restart:
+        shutil.rmtree(partial, ignore_errors=True)
+    lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    shape = (encoder.n_layers, int(offsets[-1]), encoder.dim)
+    partial.mkdir(parents=True, exist_ok=True)
+    progress_file = partial / "progress.json"
+    done = 0
+    if progress_file.is_file() and (partial / "layers.npy").is_file():
+        record = json.loads(progress_file.read_text())
+        if record.get("shape") == list(shape):
+            done = int(record["sentences_done"])
+    if done:
+        layers = np.load(partial / "layers.npy", mmap_mode="r+")
+    else:
+        layers = np.lib.format.open_memmap(partial / "layers.npy", mode="w+", dtype=dtype, shape=shape)
+    np.save(partial / "offsets.npy", offsets)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=int(offsets[-1]), initial=int(offsets[done]), unit="tok", desc="extract", file=sys.stderr)
+    start = time.perf_counter()
+    # Length-sorted inside each chunk (the embedder does it), chunk by chunk in order so that
+    # "sentences_done" is a clean resume point.
+    for lo in range(done, len(sentences), chunk_sentences):
+        hi = min(lo + chunk_sentences, len(sentences))
+        arrays = encoder.embed([list(s) for s in sentences[lo:hi]])
+        for i, a in zip(range(lo, hi), arrays):
+            layers[:, offsets[i] : offsets[i + 1]] = a.astype(dtype)
+        layers.flush()
+        progress_file.write_text(json.dumps({"sentences_done": hi, "shape": list(shape)}))
+        if bar is not None:
+            bar.update(int(offsets[hi] - offsets[lo]))
+    if bar is not None:
+        bar.close()
+    del layers
+    meta = {"key": key, "settings": settings, "fingerprint": encoder.fingerprint(), "sentences": len(sentences),
+            "tokens": int(offsets[-1]), "seconds": round(time.perf_counter() - start, 2), "format": FORMAT_VERSION}
+    (partial / "meta.json").write_text(json.dumps(meta, indent=2))
+    progress_file.unlink(missing_ok=True)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(partial, final)
+    return _open(final, key)
+
+
+def _open(path: Path, key: str) -> Features:
+    layers = np.load(path / "layers.npy", mmap_mode="r")
+    offsets = np.load(path / "offsets.npy")
+    return Features(layers, offsets, key, path)

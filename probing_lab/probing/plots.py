@@ -1,0 +1,62 @@
+"""Per-layer probe curves: score, control score and baselines per layer (plotly for HTML and
+the app, matplotlib for the PNG in a run directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LAYER_ORDER = ("0", "1", "2", "mix")
+
+
+def _series(metrics: dict):
+    keys = [k for k in LAYER_ORDER if k in metrics["layers"]]
+    labels = [f"L{k}" if k != "mix" else "mix" for k in keys]
+    score = [metrics["layers"][k]["score"] for k in keys]
+    control = [metrics["layers"][k].get("control_score") for k in keys]
+    random = [(metrics["baselines"].get("random_init") or {}).get(k) for k in keys]
+    return labels, score, control, random
+
+
+def layer_curve_figure(all_metrics: list[dict]):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for m in all_metrics:
+        labels, score, control, random = _series(m)
+        name = m["model"]
+        fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {m['task']}"))
+        if any(c is not None for c in control):
+            fig.add_trace(go.Scatter(x=labels, y=control, mode="lines+markers", name=f"{name}: control task", line={"dash": "dot"}))
+        if any(r is not None for r in random):
+            fig.add_trace(go.Scatter(x=labels, y=random, mode="lines+markers", name="random-init model", line={"dash": "dash"}))
+        if m["baselines"].get("majority") is not None:
+            fig.add_hline(y=m["baselines"]["majority"], line_dash="dashdot", annotation_text="majority per type")
+    fig.update_layout(title=f"{all_metrics[0]['experiment']}: score per layer", xaxis_title="layer", yaxis_title="score",
+                      yaxis_range=[0, 1.02], template="plotly_white", height=420)
+    return fig
+
+
+def save_png(all_metrics: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for m in all_metrics:
+        labels, score, control, random = _series(m)
+        ax.plot(labels, score, "o-", label=m["task"])
+        if any(c is not None for c in control):
+            ax.plot(labels, [c if c is not None else float("nan") for c in control], "o:", label="control task")
+        if any(r is not None for r in random):
+            ax.plot(labels, [r if r is not None else float("nan") for r in random], "s--", label="random-init model")
+        if m["baselines"].get("majority") is not None:
+            ax.axhline(m["baselines"]["majority"], color="grey", ls="-.", lw=1, label="majority per type")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("score")
+    ax.set_title(f"{all_metrics[0]['experiment']} ({all_metrics[0]['model']})", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,191 @@
+"""Probes: small classifiers trained on frozen token vectors.
+
+``fit_probe(X, y, X_dev, y_dev, n_classes, ProbeConfig(...))`` trains a softmax probe in torch
+(``kind``: ``linear``, ``mlp`` with one hidden layer, or ``rank``: a linear map through a
+``rank``-dimensional bottleneck), with weight decay, a seed, and early stopping on dev
+accuracy. ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with ``mix=True``: a scalar mix
+(``gamma * softmax(w)``) learned with the probe. Features are standardised with the training
+mean and deviation. :class:`TorchLinearClassifier` is the same probe behind scikit-learn's
+estimator API. :func:`online_codelength` is Voita & Titov's online-code MDL.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field, fields
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassifierMixin
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    kind: str = "linear"  # linear | mlp | rank
+    hidden: int = 256  # mlp
+    rank: int = 32  # rank
+    lr: float = 3e-3
+    weight_decay: float = 1e-5
+    epochs: int = 20
+    batch_size: int = 1024
+    patience: int = 3
+    seed: int = 0
+    mix: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "probe") -> "ProbeConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{where}: unknown probe option(s) {unknown}; known: {sorted(names)}")
+        config = cls(**data)
+        if config.kind not in ("linear", "mlp", "rank"):
+            raise ValueError(f"{where}: probe kind must be linear, mlp or rank, got {config.kind!r}")
+        return config
+
+
+class _Probe(nn.Module):
+    def __init__(self, dim: int, n_classes: int, config: ProbeConfig, n_layers: int = 1):
+        super().__init__()
+        self.mix_weights = nn.Parameter(torch.zeros(n_layers)) if config.mix else None
+        self.gamma = nn.Parameter(torch.ones(())) if config.mix else None
+        if config.kind == "linear":
+            self.net = nn.Linear(dim, n_classes)
+        elif config.kind == "mlp":
+            self.net = nn.Sequential(nn.Linear(dim, config.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(config.hidden, n_classes))
+        else:
+            self.net = nn.Sequential(nn.Linear(dim, config.rank, bias=False), nn.Linear(config.rank, n_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mix_weights is not None:
+            w = torch.softmax(self.mix_weights, 0).view(1, -1, 1)
+            x = self.gamma * (w * x).sum(1)
+        return self.net(x)
+
+
+@dataclass
+class TrainedProbe:
+    module: _Probe
+    mean: torch.Tensor
+    std: torch.Tensor
+    n_classes: int
+    epochs_run: int
+    dev_accuracy: float
+    history: list = field(default_factory=list)
+
+    def _prep(self, X) -> torch.Tensor:
+        return (torch.as_tensor(np.asarray(X), dtype=torch.float32) - self.mean) / self.std
+
+    @torch.no_grad()
+    def predict_proba(self, X, batch_size: int = 8192) -> np.ndarray:
+        self.module.eval()
+        out = [torch.softmax(self.module(self._prep(X[i : i + batch_size])), -1) for i in range(0, len(X), batch_size)]
+        return torch.cat(out).numpy() if out else np.zeros((0, self.n_classes), dtype=np.float32)
+
+    def predict(self, X) -> np.ndarray:
+        return self.predict_proba(X).argmax(-1)
+
+    def accuracy(self, X, y) -> float:
+        return float((self.predict(X) == np.asarray(y)).mean()) if len(y) else float("nan")
+
+    def mix_weights(self) -> Optional[list[float]]:
+        if self.module.mix_weights is None:
+            return None
+        return torch.softmax(self.module.mix_weights.detach(), 0).tolist()
+
+
+def _standardise(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    mean = X.mean(0, keepdim=True)
+    std = X.std(0, keepdim=True).clamp_min(1e-4)
+    return mean[0], std[0]
+
+
+def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig()) -> TrainedProbe:
+    """Train on ``(X, y)``; keep the epoch with the best dev accuracy."""
+    X_t = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    y_t = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    if len(X_t) == 0:
+        raise ValueError("no training examples for the probe")
+    if config.mix and X_t.dim() != 3:
+        raise ValueError("mix=True needs features (N, n_layers, dim)")
+    mean, std = _standardise(X_t)
+    X_t = (X_t - mean) / std
+    Xd = (torch.as_tensor(np.asarray(X_dev), dtype=torch.float32) - mean) / std
+    yd = torch.as_tensor(np.asarray(y_dev), dtype=torch.long)
+    g = torch.Generator().manual_seed(config.seed)
+    torch.manual_seed(config.seed)
+    module = _Probe(X_t.shape[-1], n_classes, config, X_t.shape[1] if config.mix else 1)
+    optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    best, best_state, bad, history = -1.0, None, 0, []
+    epoch = 0
+    batch_size = min(config.batch_size, max(32, len(X_t) // 16))  # small sets still get enough updates
+    for epoch in range(1, config.epochs + 1):
+        module.train()
+        order = torch.randperm(len(X_t), generator=g)
+        for i in range(0, len(order), batch_size):
+            idx = order[i : i + batch_size]
+            loss = F.cross_entropy(module(X_t[idx]), y_t[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        module.eval()
+        with torch.no_grad():
+            acc = float((module(Xd).argmax(-1) == yd).float().mean()) if len(yd) else 0.0
+        history.append(acc)
+        if acc > best + 1e-5:
+            best, best_state, bad = acc, copy.deepcopy(module.state_dict()), 0
+        else:
+            bad += 1
+            if bad >= config.patience:
+                break
+    module.load_state_dict(best_state)
+    return TrainedProbe(module, mean, std, n_classes, epoch, best, history)
+
+
+def online_codelength(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig(),
+                      fractions: tuple = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)) -> dict:
+    """Online code (Voita & Titov 2020): the first block is sent with a uniform code, every next
+    block with a probe trained on all blocks before it. Returns bits and the compression
+    against the uniform code. ``X, y`` should be in a random order."""
+    n = len(y)
+    cuts = sorted({max(2, int(round(f * n))) for f in fractions} | {n})
+    y = np.asarray(y)
+    bits = cuts[0] * math.log2(n_classes)
+    for start, end in zip(cuts[:-1], cuts[1:]):
+        probe = fit_probe(X[:start], y[:start], X_dev, y_dev, n_classes, config)
+        p = probe.predict_proba(X[start:end])[np.arange(end - start), y[start:end]]
+        bits += float(-np.log2(np.clip(p, 1e-12, 1.0)).sum())
+    uniform = n * math.log2(n_classes)
+    return {"mdl_bits": bits, "uniform_bits": uniform, "compression": uniform / bits, "blocks": cuts}
+
+
+class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
+    """The torch probe with scikit-learn's estimator API (``fit``/``predict``/``predict_proba``/
+    ``score``, usable in pipelines and cross-validation); early stopping on a held-out tenth."""
+
+    def __init__(self, kind: str = "linear", lr: float = 3e-3, weight_decay: float = 1e-5, epochs: int = 20,
+                 batch_size: int = 1024, patience: int = 3, seed: int = 0, validation_fraction: float = 0.1):
+        self.kind, self.lr, self.weight_decay, self.epochs = kind, lr, weight_decay, epochs
+        self.batch_size, self.patience, self.seed, self.validation_fraction = batch_size, patience, seed, validation_fraction
+
+    def fit(self, X, y) -> "TorchLinearClassifier":
+        X = np.asarray(X, dtype=np.float32)
+        self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
+        order = np.random.default_rng(self.seed).permutation(len(X))
+        n_val = max(1, int(len(X) * self.validation_fraction))
+        val, tr = order[:n_val], order[n_val:]
+        config = ProbeConfig(kind=self.kind, lr=self.lr, weight_decay=self.weight_decay, epochs=self.epochs,
+                             batch_size=self.batch_size, patience=self.patience, seed=self.seed)
+        self.probe_ = fit_probe(X[tr], codes[tr], X[val], codes[val], len(self.classes_), config)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        return self.probe_.predict_proba(np.asarray(X, dtype=np.float32))
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[self.predict_proba(X).argmax(-1)]
+

@@ -1,0 +1,163 @@
+"""Hewitt & Manning's structural probes: a linear map ``B`` under which squared distances
+between token vectors approximate tree distances (distance probe), or squared norms
+approximate depths (depth probe). Loss: L1 between predicted and gold values, normalised by
+the number of pairs (n^2) or tokens (n) per sentence; Adam with early stopping on dev loss.
+
+Evaluation, punctuation excluded (UPOS ``PUNCT`` or a PTB punctuation tag): UUAS and
+distance Spearman (distance probe), root accuracy and depth Spearman (depth probe),
+Spearman averaged over sentence lengths 5-50.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import numpy as np
+import torch
+
+from . import tasks as T
+
+PTB_PUNCT = {"''", "``", ",", ".", ":", "-LRB-", "-RRB-", "#", "$", "(", ")"}
+
+
+def _keep_mask(sentence) -> np.ndarray:
+    return np.array([not (t.upos == "PUNCT" or (t.upos is None and t.xpos in PTB_PUNCT)) for t in sentence.tokens])
+
+
+def _targets(kind: str, sentence) -> np.ndarray:
+    heads = [t.head for t in sentence.tokens]
+    if any(h is None for h in heads):
+        raise ValueError(f"{sentence.source} sentence {sentence.id}: tokens without heads; the structural probe needs a dependency tree")
+    return T.tree_distances(heads) if kind == "distance" else T.tree_depths(heads)
+
+
+class _Structural(torch.nn.Module):
+    def __init__(self, dim: int, rank: int, n_layers: int):
+        super().__init__()
+        self.B = torch.nn.Parameter(torch.randn(dim, rank) * 0.05)
+        self.mix = torch.nn.Parameter(torch.zeros(n_layers)) if n_layers > 1 else None
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:  # x (batch, n, [layers,] dim)
+        if self.mix is not None:
+            x = (torch.softmax(self.mix, 0).view(1, 1, -1, 1) * x).sum(2)
+        return x @ self.B
+
+    def forward(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        z = self.project(x)
+        if kind == "depth":
+            return (z * z).sum(-1)
+        diff = z.unsqueeze(2) - z.unsqueeze(1)
+        return (diff * diff).sum(-1)
+
+
+def _batches(items, size):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _pad(features: list[np.ndarray], targets: list[np.ndarray], kind: str):
+    n = max(len(t) for t in targets)
+    lengths = torch.tensor([len(t) for t in targets])
+    shape = (len(features), n, *features[0].shape[1:])
+    x = torch.zeros(shape)
+    y = torch.zeros((len(features), n) if kind == "depth" else (len(features), n, n))
+    for i, (f, t) in enumerate(zip(features, targets)):
+        x[i, : len(t)] = torch.as_tensor(f, dtype=torch.float32)
+        if kind == "depth":
+            y[i, : len(t)] = torch.as_tensor(t, dtype=torch.float32)
+        else:
+            y[i, : len(t), : len(t)] = torch.as_tensor(t, dtype=torch.float32)
+    return x, y, lengths
+
+
+def _loss(pred, y, lengths, kind):
+    n = y.shape[1]
+    valid = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    if kind == "distance":
+        valid = valid.unsqueeze(2) & valid.unsqueeze(1)
+        norm = lengths.float() ** 2
+        per = ((pred - y).abs() * valid).sum((1, 2)) / norm
+    else:
+        per = ((pred - y).abs() * valid).sum(1) / lengths.float()
+    return per.mean()
+
+
+def fit_structural_probe(kind: str, splits: dict, key: str, options: Optional[dict] = None, seed: int = 0) -> dict:
+    """Train on ``splits["train"]``, stop on dev, evaluate on test; ``key`` is a layer or "mix"."""
+    options = dict(options or {})
+    rank = int(options.pop("rank", 64))
+    lr = float(options.pop("lr", 1e-3))
+    epochs = int(options.pop("epochs", 15))
+    batch_size = int(options.pop("batch_size", 32))
+    patience = int(options.pop("patience", 2))
+    options.pop("seed", None)
+    if options:
+        raise ValueError(f"unknown structural probe option(s) {sorted(options)}; known: rank, lr, epochs, batch_size, patience")
+
+    def arrays(split):
+        feats, targets = [], []
+        for i, s in enumerate(split.sentences):
+            f = split.features.sentence(i)  # (layers, n, dim)
+            feats.append(np.transpose(f, (1, 0, 2)) if key == "mix" else f[int(key)])
+            targets.append(_targets(kind, s))
+        return feats, targets
+
+    data = {role: arrays(split) for role, split in splits.items()}
+    dim = data["train"][0][0].shape[-1]
+    torch.manual_seed(seed)
+    n_layers = data["train"][0][0].shape[1] if key == "mix" else 1
+    probe = _Structural(dim, rank, n_layers)
+    optimizer = torch.optim.Adam(probe.parameters(), lr=lr)
+    rng = np.random.default_rng(seed)
+    best, best_state, bad = float("inf"), None, 0
+    for _ in range(epochs):
+        order = rng.permutation(len(data["train"][0]))
+        probe.train()
+        for idx in _batches(order, batch_size):
+            x, y, lengths = _pad([data["train"][0][i] for i in idx], [data["train"][1][i] for i in idx], kind)
+            loss = _loss(probe(x, kind), y, lengths, kind)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        dev_loss = _evaluate_loss(probe, data["dev"], kind, batch_size)
+        if dev_loss < best - 1e-4:
+            best, best_state, bad = dev_loss, copy.deepcopy(probe.state_dict()), 0
+        else:
+            bad += 1
+            if bad >= patience:
+                break
+    probe.load_state_dict(best_state)
+    predictions = _predict(probe, data["test"][0], kind)
+    sentences = splits["test"].sentences
+    keep = [_keep_mask(s) for s in sentences]
+    heads = [[t.head for t in s.tokens] for s in sentences]
+    kept_pred = [p[np.ix_(k, k)] if kind == "distance" else p[k] for p, k in zip(predictions, keep)]
+    kept_gold = [g[np.ix_(k, k)] if kind == "distance" else g[k] for g, k in zip(data["test"][1], keep)]
+    spearman = T.spearman_by_length(kept_pred, kept_gold)
+    if kind == "distance":
+        score = T.uuas(predictions, heads, keep)
+        return {"score": score, "uuas": score, "spearman": spearman, "dev_loss": best, "rank": rank}
+    score = T.root_accuracy(predictions, heads, keep)
+    return {"score": score, "root_accuracy": score, "spearman": spearman, "dev_loss": best, "rank": rank}
+
+
+@torch.no_grad()
+def _evaluate_loss(probe, data, kind, batch_size) -> float:
+    probe.eval()
+    total, count = 0.0, 0
+    for idx in _batches(np.arange(len(data[0])), batch_size):
+        x, y, lengths = _pad([data[0][i] for i in idx], [data[1][i] for i in idx], kind)
+        total += float(_loss(probe(x, kind), y, lengths, kind)) * len(idx)
+        count += len(idx)
+    return total / max(count, 1)
+
+
+@torch.no_grad()
+def _predict(probe, features, kind) -> list[np.ndarray]:
+    probe.eval()
+    out = []
+    for f in features:
+        x = torch.as_tensor(np.asarray(f), dtype=torch.float32).unsqueeze(0)
+        out.append(probe(x, kind)[0].numpy())
+    return out

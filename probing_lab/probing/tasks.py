@@ -1,0 +1,246 @@
+"""Label makers and the controls that make a probe's score mean something.
+
+Token tasks turn sentences into one label per token (``upos``, ``xpos``, ``deprel``,
+``const_depth``). Controls:
+
+* :func:`control_labels` (Hewitt & Liang 2019): every word type gets one fixed random label,
+  drawn from the task's label distribution on the training set, the same for a given seed
+  in every process;
+* :func:`majority_per_type`: each word type's most frequent training label, the global
+  majority for unseen types;
+* selectivity = task accuracy - control accuracy.
+
+Tree tasks (Hewitt & Manning 2019) work from heads: :func:`tree_distances`, :func:`tree_depths`,
+:func:`uuas` (minimum spanning tree of predicted distances against gold edges, punctuation
+excluded), :func:`spearman_by_length` (averaged per sentence, then over lengths 5-50).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth")
+
+
+def token_labels(sentences, task: str) -> list[str]:
+    """One label per token, all sentences concatenated."""
+    if task not in TOKEN_TASKS:
+        raise ValueError(f"unknown token task {task!r}; choose one of {list(TOKEN_TASKS)}")
+    labels = []
+    for s in sentences:
+        for t in s.tokens:
+            value = t.extra.get(task) if task == "const_depth" else getattr(t, task)
+            if value is None:
+                raise ValueError(f"{s.source} sentence {s.id}: token {t.form!r} has no {task} label")
+            if task == "deprel":
+                value = value.split(":")[0]  # universal relation without subtype (nsubj:pass -> nsubj)
+            labels.append(str(value))
+    return labels
+
+
+class LabelIndex:
+    """Label strings <-> ids, fitted on training labels; unseen labels map to ``n`` (never predicted)."""
+
+    def __init__(self, train_labels: Iterable[str]):
+        counts = Counter(train_labels)
+        self.labels = sorted(counts, key=lambda l: (-counts[l], l))
+        self.index = {l: i for i, l in enumerate(self.labels)}
+        self.counts = counts
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def encode(self, labels: Sequence[str]) -> np.ndarray:
+        return np.array([self.index.get(l, len(self.labels)) for l in labels], dtype=np.int64)
+
+
+def _unit_hash(seed: int, word: str) -> float:
+    digest = hashlib.sha256(f"{seed}\x1f{word}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def control_labels(words: Sequence[str], train_labels: Sequence[str], seed: int = 0) -> list[str]:
+    """Hewitt & Liang's control task: ``words`` -> a label per word TYPE, random but fixed for
+    (type, seed), with probabilities equal to the training label distribution."""
+    counts = Counter(train_labels)
+    labels = sorted(counts)
+    cdf = np.cumsum([counts[l] for l in labels], dtype=np.float64)
+    cdf /= cdf[-1]
+    cache: dict[str, str] = {}
+    out = []
+    for w in words:
+        if w not in cache:
+            cache[w] = labels[min(int(np.searchsorted(cdf, _unit_hash(seed, w), side="right")), len(labels) - 1)]
+        out.append(cache[w])
+    return out
+
+
+def majority_per_type(train_words: Sequence[str], train_labels: Sequence[str], words: Sequence[str]) -> list[str]:
+    by_type: dict[str, Counter] = defaultdict(Counter)
+    for w, l in zip(train_words, train_labels):
+        by_type[w][l] += 1
+    overall = Counter(train_labels).most_common(1)[0][0]
+    best = {w: c.most_common(1)[0][0] for w, c in by_type.items()}
+    return [best.get(w, overall) for w in words]
+
+
+def accuracy(predicted: Sequence, gold: Sequence) -> float:
+    predicted, gold = np.asarray(predicted), np.asarray(gold)
+    return float((predicted == gold).mean()) if len(gold) else float("nan")
+
+
+# --- trees --------------------------------------------------------------------------------
+
+
+def tree_distances(heads: Sequence[int]) -> np.ndarray:
+    """``heads[i]`` = 1-based head of token i+1 (0 = root) -> ``(n, n)`` path lengths."""
+    n = len(heads)
+    adjacency = [[] for _ in range(n)]
+    for i, h in enumerate(heads):
+        if h:
+            adjacency[i].append(h - 1)
+            adjacency[h - 1].append(i)
+    dist = np.full((n, n), -1, dtype=np.int64)
+    for start in range(n):
+        dist[start, start] = 0
+        frontier = [start]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for v in adjacency[u]:
+                    if dist[start, v] < 0:
+                        dist[start, v] = dist[start, u] + 1
+                        nxt.append(v)
+            frontier = nxt
+    if (dist < 0).any():
+        raise ValueError(f"heads {list(heads)} do not form one tree")
+    return dist
+
+
+def tree_depths(heads: Sequence[int]) -> np.ndarray:
+    """Edges from each token to the root (the root itself has depth 0)."""
+    root = [i for i, h in enumerate(heads) if h == 0]
+    if len(root) != 1:
+        raise ValueError(f"heads {list(heads)} need exactly one root, found {len(root)}")
+    return tree_distances(heads)[root[0]]
+
+
+def minimum_spanning_edges(distances: np.ndarray) -> set[tuple[int, int]]:
+    """Prim's algorithm on a dense symmetric matrix -> undirected edges (i < j)."""
+    n = len(distances)
+    if n < 2:
+        return set()
+    in_tree = np.zeros(n, dtype=bool)
+    in_tree[0] = True
+    best = distances[0].astype(np.float64).copy()
+    parent = np.zeros(n, dtype=np.int64)
+    edges = set()
+    for _ in range(n - 1):
+        candidates = np.where(in_tree, np.inf, best)
+        v = int(np.argmin(candidates))
+        edges.add((min(v, int(parent[v])), max(v, int(parent[v]))))
+        in_tree[v] = True
+        closer = distances[v] < best
+        parent[closer & ~in_tree] = v
+        best = np.minimum(best, distances[v])
+    return edges
+
+
+def gold_edges(heads: Sequence[int], keep: np.ndarray) -> set[tuple[int, int]]:
+    """Undirected gold edges among kept (non-punctuation) tokens, indices into the kept list."""
+    position = {int(i): k for k, i in enumerate(np.flatnonzero(keep))}
+    edges = set()
+    for i, h in enumerate(heads):
+        if h and i in position and (h - 1) in position:
+            a, b = position[i], position[h - 1]
+            edges.add((min(a, b), max(a, b)))
+    return edges
+
+
+def uuas(predicted: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]) -> float:
+    """Undirected unlabelled attachment score, micro-averaged over sentences."""
+    correct = total = 0
+    for dist, h, k in zip(predicted, heads, keep):
+        gold = gold_edges(h, k)
+        if not gold:
+            continue
+        sub = dist[np.ix_(k, k)]
+        correct += len(minimum_spanning_edges(sub) & gold)
+        total += len(gold)
+    return correct / total if total else float("nan")
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
+        return float("nan")
+    return float(spearmanr(a, b).statistic)
+
+
+def spearman_by_length(predicted: Sequence[np.ndarray], gold: Sequence[np.ndarray], lengths=(5, 50)) -> float:
+    """Hewitt & Manning's Spearman: per sentence the mean over words (rows of a distance
+    matrix) or one value (a depth vector), averaged per sentence length, then over lengths in
+    ``lengths`` (inclusive)."""
+    per_length: dict[int, list[float]] = defaultdict(list)
+    for p, g in zip(predicted, gold):
+        n = len(g)
+        if not lengths[0] <= n <= lengths[1]:
+            continue
+        if g.ndim == 2:
+            values = [_spearman(p[i], g[i]) for i in range(n)]
+            value = float(np.nanmean(values)) if not np.all(np.isnan(values)) else float("nan")
+        else:
+            value = _spearman(p, g)
+        if not np.isnan(value):
+            per_length[n].append(value)
+    means = [np.mean(v) for v in per_length.values()]
+    return float(np.mean(means)) if means else float("nan")
+
+
+def root_accuracy(predicted_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]) -> float:
+    """How often the shallowest predicted non-punctuation token is the gold root."""
+    hits = total = 0
+    for d, h, k in zip(predicted_depths, heads, keep):
+        root = [i for i, x in enumerate(h) if x == 0][0]
+        if not k[root]:
+            continue
+        candidates = np.flatnonzero(k)
+        hits += int(candidates[np.argmin(d[candidates])] == root)
+        total += 1
+    return hits / total if total else float("nan")
+
+
+# --- word sense ------------------------------------------------------------------------------
+
+
+def sense_centroid_predict(train_vectors: np.ndarray, train_lemmas: Sequence[str], train_senses: Sequence[str],
+                           vectors: np.ndarray, lemmas: Sequence[str], mfs: Optional[dict] = None) -> list[str]:
+    """Peters et al.'s nearest-sense-centroid WSD: per (lemma, sense) the mean training vector;
+    a test occurrence takes the sense whose centroid is closest in cosine among its lemma's
+    senses; a lemma never seen in training backs off to ``mfs[lemma]`` (most frequent sense)
+    or None."""
+    def unit(x):
+        return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+    groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i, (l, s) in enumerate(zip(train_lemmas, train_senses)):
+        groups[l][s].append(i)
+    centroids = {}
+    train_unit = unit(np.asarray(train_vectors, dtype=np.float32))
+    for lemma, senses in groups.items():
+        names = sorted(senses)
+        centroids[lemma] = (names, unit(np.stack([train_unit[senses[n]].mean(0) for n in names])))
+    out = []
+    test_unit = unit(np.asarray(vectors, dtype=np.float32))
+    for v, lemma in zip(test_unit, lemmas):
+        if lemma in centroids:
+            names, c = centroids[lemma]
+            out.append(names[int(np.argmax(c @ v))])
+        else:
+            out.append((mfs or {}).get(lemma))
+    return out

@@ -1,0 +1,241 @@
+"""Probing: label makers on hand-made trees, controls, MDL, probes, the activation cache, experiments."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from probing_lab.elmo import ElmoBiLM, save_checkpoint
+from probing_lab.elmo.weights import load_checkpoint
+from probing_lab.features.cache import ElmoEncoder, extract_features
+from probing_lab.probing import tasks as T
+from probing_lab.probing.experiment import Experiment, ExperimentError, report, run_experiment
+from probing_lab.probing.probes import ProbeConfig, TorchLinearClassifier, fit_probe, online_codelength
+from tests.test_training import TINY_MODEL
+
+# "The cat sat on the mat ." with UD heads: The->cat, cat->sat, sat=root, on->mat, the->mat, mat->sat, .->sat
+HEADS = [2, 3, 0, 6, 6, 3, 3]
+PUNCT = np.array([True, True, True, True, True, True, False])
+
+
+def test_tree_distances_and_depths_by_hand():
+    d = T.tree_distances(HEADS)
+    assert d[0, 5] == 3  # The -> cat -> sat -> mat
+    assert d[3, 4] == 2  # on -> mat -> the
+    assert d[1, 2] == 1 and np.all(np.diag(d) == 0) and np.array_equal(d, d.T)
+    assert T.tree_depths(HEADS).tolist() == [2, 1, 0, 2, 2, 1, 1]
+    with pytest.raises(ValueError, match="one root"):
+        T.tree_depths([0, 0])
+
+
+def test_uuas_spearman_and_root_accuracy_on_exact_predictions():
+    d = T.tree_distances(HEADS).astype(float)
+    assert T.uuas([d], [HEADS], [PUNCT]) == 1.0
+    edges = T.gold_edges(HEADS, PUNCT)
+    assert len(edges) == 5  # the punctuation edge is excluded
+    wrong = d.copy()
+    wrong[0, 1] = wrong[1, 0] = 9.0  # "The" now attaches elsewhere in the MST
+    assert T.uuas([wrong], [HEADS], [PUNCT]) == pytest.approx(4 / 5)
+    depths = T.tree_depths(HEADS).astype(float)
+    assert T.root_accuracy([depths], [HEADS], [PUNCT]) == 1.0
+    assert T.spearman_by_length([d[np.ix_(PUNCT, PUNCT)]], [d[np.ix_(PUNCT, PUNCT)]]) == pytest.approx(1.0)
+    assert np.isnan(T.spearman_by_length([d[:3, :3]], [d[:3, :3]]))  # length 3 is outside 5-50
+
+
+def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():
+    train_labels = ["NOUN"] * 600 + ["VERB"] * 300 + ["DET"] * 100
+    words = [f"w{i}" for i in range(3000)] * 2
+    a = T.control_labels(words, train_labels, seed=0)
+    b = T.control_labels(words, train_labels, seed=0)
+    c = T.control_labels(words, train_labels, seed=1)
+    assert a == b and a != c
+    assert a[:3000] == a[3000:]  # a type always gets the same label
+    share = Counter(a[:3000])
+    assert abs(share["NOUN"] / 3000 - 0.6) < 0.04 and abs(share["DET"] / 3000 - 0.1) < 0.03
+
+
+def test_majority_per_type_backs_off_to_the_global_majority():
+    pred = T.majority_per_type(["run", "run", "run", "the"], ["VERB", "NOUN", "VERB", "DET"], ["run", "the", "unseen"])
+    assert pred == ["VERB", "DET", "VERB"]
+
+
+def _blobs(n=2000, dim=16, k=4, seed=0, noise=1.0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 3, (k, dim))
+    y = rng.integers(0, k, n)
+    return (centres[y] + rng.normal(0, noise, (n, dim))).astype(np.float32), y
+
+
+def test_torch_probe_agrees_with_scikit_learn_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _blobs(noise=2.5)
+    Xt, yt = _blobs(seed=0, noise=2.5)[0][:500], _blobs(seed=0, noise=2.5)[1][:500]
+    torch_clf = TorchLinearClassifier(epochs=40).fit(X[:1500], y[:1500])
+    sk = LogisticRegression(max_iter=2000).fit(X[:1500], y[:1500])
+    a, b = torch_clf.score(X[1500:], y[1500:]), sk.score(X[1500:], y[1500:])
+    assert abs(a - b) < 0.02
+    assert (torch_clf.predict(X[1500:]) == sk.predict(X[1500:])).mean() > 0.95
+    assert torch_clf.predict_proba(Xt).shape == (500, 4)
+
+
+def test_torch_classifier_works_inside_scikit_learn_tools():
+    from sklearn.model_selection import cross_val_score
+
+    X, y = _blobs(n=600)
+    scores = cross_val_score(TorchLinearClassifier(epochs=10), X, np.array(["abcd"[i] for i in y]), cv=3)
+    assert scores.mean() > 0.9
+
+
+def test_mix_probe_learns_to_weight_the_informative_layer():
+    X, y = _blobs(n=3000)
+    noise = np.random.default_rng(1).normal(0, 1, X.shape).astype(np.float32)
+    stacked = np.stack([noise, X, noise], axis=1)  # (N, 3, dim): only layer 1 is informative
+    probe = fit_probe(stacked[:2500], y[:2500], stacked[2500:], y[2500:], 4, ProbeConfig(mix=True, epochs=30, lr=1e-2))
+    w = probe.mix_weights()
+    assert w[1] == max(w) and probe.accuracy(stacked[2500:], y[2500:]) > 0.9
+
+
+def test_online_codelength_separates_a_real_task_from_random_labels():
+    X, y = _blobs(n=4000)
+    cfg = ProbeConfig(epochs=10)
+    real = online_codelength(X[:3500], y[:3500], X[3500:], y[3500:], 4, cfg)
+    shuffled = np.random.default_rng(0).permutation(y)
+    control = online_codelength(X[:3500], shuffled[:3500], X[3500:], shuffled[3500:], 4, cfg)
+    assert real["uniform_bits"] == pytest.approx(3500 * 2.0)
+    assert real["compression"] > 3 and control["compression"] < 1.1
+    assert real["mdl_bits"] < control["mdl_bits"]
+    # selectivity on the toy case: task accuracy minus control accuracy
+    task_acc = fit_probe(X[:3500], y[:3500], X[3500:], y[3500:], 4, cfg).accuracy(X[3500:], y[3500:])
+    control_acc = fit_probe(X[:3500], shuffled[:3500], X[3500:], shuffled[3500:], 4, cfg).accuracy(X[3500:], shuffled[3500:])
+    assert task_acc - control_acc > 0.6
+
+
+# --- the activation cache ----------------------------------------------------------------------
+
+
+def _tiny_model(seed=0) -> ElmoBiLM:
+    from probing_lab.elmo import ElmoOptions
+
+    m = ElmoBiLM(ElmoOptions.from_dict(TINY_MODEL))
+    m.reset_parameters(torch.Generator().manual_seed(seed))
+    return m
+
+
+SENTS = [["The", "cat", "sat", "."], ["A", "bank", "of", "the", "river"], ["Money", "in", "the", "bank"]] * 5
+
+
+def test_cache_hit_and_invalidation_on_a_changed_weight_file(tmp_path):
+    ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
+    first = extract_features(ElmoEncoder(load_checkpoint(ckpt)), SENTS, cache_dir=tmp_path / "cache", progress=False)
+    again = extract_features(ElmoEncoder(load_checkpoint(ckpt)), SENTS, cache_dir=tmp_path / "cache", progress=False)
+    assert again.path == first.path and first.layers.shape == (3, sum(map(len, SENTS)), 16)
+    assert first.layers.dtype == np.float16
+    changed = load_checkpoint(ckpt)
+    with torch.no_grad():
+        changed.lstm.layers[1].bias[0, 0] += 0.5
+    save_checkpoint(changed, tmp_path / "model")  # the same path, new weights
+    third = extract_features(ElmoEncoder(load_checkpoint(ckpt)), SENTS, cache_dir=tmp_path / "cache", progress=False)
+    assert third.key != first.key
+    assert not np.array_equal(np.asarray(third.layers[2]), np.asarray(first.layers[2]))
+    other_data = extract_features(ElmoEncoder(load_checkpoint(ckpt)), SENTS[:-1], cache_dir=tmp_path / "cache", progress=False)
+    assert other_data.key != third.key
+    # the vectors are the embedder's, sentence by sentence
+    from probing_lab.elmo import Embedder
+
+    direct = Embedder(load_checkpoint(ckpt)).embed([SENTS[1]])[0]
+    assert np.allclose(third.sentence(1), direct, atol=2e-3)
+
+
+def test_interrupted_extraction_resumes_to_the_same_result(tmp_path):
+    clean = extract_features(ElmoEncoder(_tiny_model()), SENTS, cache_dir=tmp_path / "a", chunk_sentences=4, progress=False)
+
+    class Failing(ElmoEncoder):
+        calls = 0
+
+        def embed(self, sentences):
+            Failing.calls += 1
+            if Failing.calls == 3:
+                raise KeyboardInterrupt
+            return super().embed(sentences)
+
+    with pytest.raises(KeyboardInterrupt):
+        extract_features(Failing(_tiny_model()), SENTS, cache_dir=tmp_path / "b", chunk_sentences=4, progress=False)
+    partial = list((tmp_path / "b").glob("*.partial"))
+    assert partial and json.loads((partial[0] / "progress.json").read_text())["sentences_done"] == 8
+    resumed = extract_features(ElmoEncoder(_tiny_model()), SENTS, cache_dir=tmp_path / "b", chunk_sentences=4, progress=False)
+    assert np.array_equal(np.asarray(resumed.layers), np.asarray(clean.layers))
+    with pytest.raises(ValueError, match="no tokens"):
+        extract_features(ElmoEncoder(_tiny_model()), [["a"], []], cache_dir=tmp_path / "c", progress=False)
+
+
+# --- experiments --------------------------------------------------------------------------------
+
+
+def test_experiment_file_errors_name_the_problem(tmp_path):
+    base = {"name": "x", "task": "upos", "dataset": "ewt"}
+    with pytest.raises(ExperimentError, match="unknown key"):
+        Experiment.from_dict({**base, "layer": [1]})
+    with pytest.raises(ExperimentError, match="unknown task"):
+        Experiment.from_dict({**base, "task": "sentiment"})
+    with pytest.raises(ExperimentError, match="unknown layer"):
+        Experiment.from_dict({**base, "layers": [0, 3]})
+    with pytest.raises(ValueError, match="unknown probe option"):
+        Experiment.from_dict({**base, "probe": {"learning_rate": 1}})
+    with pytest.raises(ExperimentError, match="model"):
+        run_experiment(base, model=str(tmp_path / "no-such-model"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed")
+    with pytest.raises(ExperimentError, match="TOML"):
+        Experiment.load(bad)
+
+
+CONLLU = """# sent_id = s{n}
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\t{noun}\t{noun}\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\t{verb}\t{verb}\tVERB\tVBD\t_\t0\troot\t_\t_
+4\ton\ton\tADP\tIN\t_\t6\tcase\t_\t_
+5\tthe\tthe\tDET\tDT\t_\t6\tdet\t_\t_
+6\t{noun2}\t{noun2}\tNOUN\tNN\t_\t3\tobl\t_\t_
+7\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+"""
+
+
+def _tiny_treebank(root: Path) -> Path:
+    nouns, verbs = ["cat", "dog", "bird", "child", "man"], ["sat", "slept", "stood", "jumped"]
+    d = root / "ud-english-ewt"
+    d.mkdir(parents=True)
+    for split, n in (("train", 40), ("dev", 10), ("test", 10)):
+        text = "".join(CONLLU.format(n=i, noun=nouns[i % 5], verb=verbs[i % 4], noun2=nouns[(i + 2) % 5]) for i in range(n))
+        (d / f"en_ewt-ud-{split}.conllu").write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("task", ["upos", "structural_distance"])
+def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
+    data = _tiny_treebank(tmp_path / "data")
+    ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
+    exp = {"name": f"tiny_{task}", "task": task, "dataset": "ewt", "probe": {"epochs": 3}}
+    run = run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=data, cache_dir=tmp_path / "cache",
+                         progress=False, log=lambda m: None)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["task"] == task
+    assert set(metrics["layers"]) == {"0", "1", "2", "mix"}
+    for entry in metrics["layers"].values():
+        assert 0.0 <= entry["score"] <= 1.0
+        assert {"score", "control_score", "selectivity", "mdl_bits"} <= set(entry)
+    assert set(metrics["baselines"]["random_init"]) == {"0", "1", "2", "mix"}
+    if task == "upos":
+        assert 0.0 <= metrics["baselines"]["majority"] <= 1.0
+        e = metrics["layers"]["1"]
+        assert e["selectivity"] == pytest.approx(e["score"] - e["control_score"])
+        assert e["mdl_bits"] > 0
+    for name in ("table.md", "table.csv", "plot.png", "plot.html", "seed.txt"):
+        assert (run / name).is_file(), name
+    assert "| " + task in report([run])
