@@ -180,6 +180,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_app(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from .models import PACKAGE_ROOT
+
+    launch = PACKAGE_ROOT / "app" / "launch.py"  # the app lives next to the library, not inside it
+    if not launch.is_file():
+        raise FileNotFoundError(f"{launch}: the Streamlit app is missing from this checkout")
+    spec = importlib.util.spec_from_file_location("probing_lab_app_launch", launch)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run_app(port=args.port, model=args.model)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="probing-lab", description="ELMo Probing Lab")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
@@ -250,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("app", help="start the Streamlit lab on 127.0.0.1")
+    p.add_argument("--port", type=int, help="default: a free port")
+    p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
+    p.set_defaults(func=cmd_app)
 
     p = sub.add_parser("report", help="several probe runs -> one tasks x layers x models table (markdown)")
     p.add_argument("runs", nargs="+")

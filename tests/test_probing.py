@@ -239,3 +239,12 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
     for name in ("table.md", "table.csv", "plot.png", "plot.html", "seed.txt"):
         assert (run / name).is_file(), name
     assert "| " + task in report([run])
+
+
+def test_shipped_experiment_files_parse():
+    root = Path(__file__).resolve().parents[1]
+    files = sorted((root / "probes").glob("*.toml"))
+    assert {f.stem for f in files} >= {"pos_ewt", "deprel_ewt", "structural_ewt", "wsd_coarse", "wsd_raganato"}
+    for f in files:
+        exp = Experiment.load(f)
+        assert exp.name == f.stem

