@@ -217,20 +217,22 @@ def _tiny_treebank(root: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("task", ["upos", "structural_distance"])
+@pytest.mark.parametrize("task", ["upos", "structural_distance", "dep_arc"])
 def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
     data = _tiny_treebank(tmp_path / "data")
     ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
     exp = {"name": f"tiny_{task}", "task": task, "dataset": "ewt", "probe": {"epochs": 3}}
+    if task == "dep_arc":
+        exp["layers"] = [0, 1, 2]
     run = run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=data, cache_dir=tmp_path / "cache",
                          progress=False, log=lambda m: None)
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["task"] == task
-    assert set(metrics["layers"]) == {"0", "1", "2", "mix"}
+    assert set(metrics["layers"]) == ({"0", "1", "2"} if task == "dep_arc" else {"0", "1", "2", "mix"})
     for entry in metrics["layers"].values():
         assert 0.0 <= entry["score"] <= 1.0
         assert {"score", "control_score", "selectivity", "mdl_bits"} <= set(entry)
-    assert set(metrics["baselines"]["random_init"]) == {"0", "1", "2", "mix"}
+    assert set(metrics["baselines"]["random_init"]) == set(metrics["layers"])
     if task == "upos":
         assert 0.0 <= metrics["baselines"]["majority"] <= 1.0
         e = metrics["layers"]["1"]
@@ -248,3 +250,35 @@ def test_shipped_experiment_files_parse():
     for f in files:
         exp = Experiment.load(f)
         assert exp.name == f.stem
+
+
+def test_word_sense_set_whose_lemmas_have_one_sense_is_an_error(tmp_path):
+    word = tmp_path / "data" / "wsd" / "CoarseWSD-20" / "bank"
+    word.mkdir(parents=True)
+    (word / "classes_map.txt").write_text(json.dumps({"0": "bank_bank", "1": "bank_bank_(geography)"}))
+    for split in ("train", "test"):
+        (word / f"{split}.data.txt").write_text("1\tthe bank closed .\n1\ta bank loan .\n", encoding="utf-8")
+        (word / f"{split}.gold.txt").write_text("0\n0\n")
+    ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
+    exp = {"name": "one_sense", "task": "wsd_centroid", "dataset": "coarsewsd", "train": "bank/train",
+           "dev": "bank/train", "test": "bank/test", "random_init": False}
+    with pytest.raises(ExperimentError, match="one sense"):
+        run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=tmp_path / "data",
+                       cache_dir=tmp_path / "cache", progress=False, log=lambda m: None)
+
+
+def test_sense_centroids_by_hand():
+    train = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    pred = T.sense_centroid_predict(train, ["bank"] * 4, ["money", "money", "river", "river"],
+                                    np.array([[0.8, 0.2], [0.2, 0.8], [1.0, 1.0]]), ["bank", "bank", "crane"],
+                                    mfs={"crane": "bird"})
+    assert pred == ["money", "river", "bird"]
+
+
+def test_head_selection_accuracy_by_hand():
+    from probing_lab.probing.experiment import _group_accuracy
+
+    scores = np.array([0.9, 0.1, 0.2, 0.3, 0.8, 0.1])  # two dependents, three candidates each
+    labels = np.array([1, 0, 0, 1, 0, 0])  # the gold head comes first in each group
+    groups = np.array([0, 0, 0, 1, 1, 1])
+    assert _group_accuracy(scores, labels, groups) == 0.5

@@ -47,8 +47,8 @@ class _Structural(torch.nn.Module):
         z = self.project(x)
         if kind == "depth":
             return (z * z).sum(-1)
-        diff = z.unsqueeze(2) - z.unsqueeze(1)
-        return (diff * diff).sum(-1)
+        sq = (z * z).sum(-1)  # |zi - zj|^2 = |zi|^2 + |zj|^2 - 2 zi.zj, without the (n, n, rank) tensor
+        return (sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * z @ z.transpose(1, 2)).clamp_min(0)
 
 
 def _batches(items, size):
@@ -63,7 +63,7 @@ def _pad(features: list[np.ndarray], targets: list[np.ndarray], kind: str):
     x = torch.zeros(shape)
     y = torch.zeros((len(features), n) if kind == "depth" else (len(features), n, n))
     for i, (f, t) in enumerate(zip(features, targets)):
-        x[i, : len(t)] = torch.as_tensor(f, dtype=torch.float32)
+        x[i, : len(t)] = torch.from_numpy(np.array(f, dtype=np.float32))
         if kind == "depth":
             y[i, : len(t)] = torch.as_tensor(t, dtype=torch.float32)
         else:
@@ -111,10 +111,12 @@ def fit_structural_probe(kind: str, splits: dict, key: str, options: Optional[di
     optimizer = torch.optim.Adam(probe.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
     best, best_state, bad = float("inf"), None, 0
+    by_length = np.argsort([len(t) for t in data["train"][1]], kind="stable")
+    batches = list(_batches(by_length, batch_size))  # similar lengths together: little padding
     for _ in range(epochs):
-        order = rng.permutation(len(data["train"][0]))
         probe.train()
-        for idx in _batches(order, batch_size):
+        for b in rng.permutation(len(batches)):
+            idx = batches[b]
             x, y, lengths = _pad([data["train"][0][i] for i in idx], [data["train"][1][i] for i in idx], kind)
             loss = _loss(probe(x, kind), y, lengths, kind)
             optimizer.zero_grad()
@@ -158,6 +160,6 @@ def _predict(probe, features, kind) -> list[np.ndarray]:
     probe.eval()
     out = []
     for f in features:
-        x = torch.as_tensor(np.asarray(f), dtype=torch.float32).unsqueeze(0)
+        x = torch.from_numpy(np.array(f, dtype=np.float32)).unsqueeze(0)
         out.append(probe(x, kind)[0].numpy())
     return out

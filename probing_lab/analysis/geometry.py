@@ -1,0 +1,154 @@
+"""Geometry of token vectors in one layer: cosine similarities, how well a word's senses separate,
+and how similar a word is to itself across contexts.
+
+Everything is in cosine terms (distance = 1 - cosine), the measure used by Ethayarajh (2019) and by
+Peters et al.'s nearest-centroid WSD. Numbers that cannot be defined (one sense only, fewer than two
+occurrences) are ``None``, never a made-up 0; the app shows them as "n/a".
+
+- :func:`silhouette_cosine`: how much closer an occurrence is to its own sense than to the nearest
+  other sense, -1..1 (Rousseeuw 1987; equals ``sklearn.metrics.silhouette_score(metric="cosine")``).
+- :func:`loo_nn_accuracy`: each occurrence takes the sense of its most similar other occurrence;
+  ties share the credit, so identical vectors score exactly the chance rate that is returned with it.
+- :func:`self_similarity` and :func:`random_pair_cosine`: Ethayarajh's self-similarity and the
+  anisotropy baseline it must be read against (in a layer where every pair of tokens has cosine
+  0.6, a self-similarity of 0.7 says little).
+- :func:`nearest_contexts`: the corpus tokens most similar to a vector.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .projections import unit_rows
+
+TIE_TOLERANCE = 1e-6  # cosines this close count as the same neighbour distance
+
+
+def cosine_matrix(X: np.ndarray, Y: Optional[np.ndarray] = None) -> np.ndarray:
+    """``(N, dim)``, ``(M, dim)`` -> ``(N, M)`` cosines in [-1, 1] (zero vectors give 0)."""
+    A = unit_rows(X)
+    B = A if Y is None else unit_rows(Y)
+    return np.clip(A @ B.T, -1.0, 1.0)
+
+
+def _check(X: np.ndarray, labels: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(list(labels), dtype=object)
+    if X.ndim != 2 or X.shape[0] != len(labels):
+        raise ValueError(f"need one label per row: vectors {X.shape}, {len(labels)} labels")
+    return X, labels
+
+
+def silhouette_cosine(X: np.ndarray, labels: Sequence) -> Optional[float]:
+    """Mean silhouette with cosine distance; None with fewer than 2 senses or when every point is
+    its own sense. A point alone in its sense scores 0 (the usual convention)."""
+    X, labels = _check(X, labels)
+    names = sorted(set(labels), key=str)
+    n = len(labels)
+    if len(names) < 2 or len(names) >= n:
+        return None
+    D = np.clip(1.0 - cosine_matrix(X), 0.0, 2.0)
+    groups = {name: np.flatnonzero(labels == name) for name in names}
+    scores = np.zeros(n)
+    for i in range(n):
+        own = groups[labels[i]]
+        if len(own) == 1:
+            continue
+        a = D[i, own].sum() / (len(own) - 1)  # D[i, i] = 0
+        b = min(D[i, idx].mean() for name, idx in groups.items() if name != labels[i])
+        top = max(a, b)
+        # distances at rounding level (identical vectors in float32) are no separation, not noise/noise
+        scores[i] = 0.0 if top <= TIE_TOLERANCE else (b - a) / top
+    return float(scores.mean())
+
+
+def loo_nn_accuracy(X: np.ndarray, labels: Sequence) -> tuple[Optional[float], Optional[float]]:
+    """(leave-one-out 1-NN sense accuracy, chance rate). With ties at the top similarity the
+    credit is the fraction of tied neighbours sharing the sense. Chance = what identical vectors
+    would get: the mean over points of (same-sense others) / (all others). None with fewer than
+    2 senses (nothing to tell apart) or fewer than 2 points."""
+    X, labels = _check(X, labels)
+    n = len(labels)
+    if n < 2 or len(set(labels)) < 2:
+        return None, None
+    S = cosine_matrix(X)
+    np.fill_diagonal(S, -np.inf)
+    same = labels[:, None] == labels[None, :]
+    np.fill_diagonal(same, False)
+    credit = np.empty(n)
+    for i in range(n):
+        tied = S[i] >= S[i].max() - TIE_TOLERANCE
+        credit[i] = same[i, tied].mean()
+    chance = float((same.sum(axis=1) / (n - 1)).mean())
+    return float(credit.mean()), chance
+
+
+def _mean_upper(S: np.ndarray) -> Optional[float]:
+    n = S.shape[0]
+    if n < 2:
+        return None
+    iu = np.triu_indices(n, k=1)
+    return float(S[iu].mean())
+
+
+def self_similarity(X: np.ndarray) -> Optional[float]:
+    """Mean cosine over all pairs of a word's occurrences (Ethayarajh 2019); None below 2."""
+    return _mean_upper(cosine_matrix(X))
+
+
+def random_pair_cosine(X: np.ndarray, n_pairs: int = 2000, seed: int = 0) -> Optional[float]:
+    """Anisotropy baseline: mean cosine of random pairs of distinct tokens of a corpus ``(N, dim)``
+    in one layer. With few tokens every pair is used (exact); None below 2 tokens."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    if n < 2:
+        return None
+    if n * (n - 1) // 2 <= n_pairs:
+        return _mean_upper(cosine_matrix(X))
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, n, size=n_pairs)
+    j = (i + rng.integers(1, n, size=n_pairs)) % n  # j != i, uniform over the others
+    U = unit_rows(X)
+    return float(np.clip(np.einsum("ij,ij->i", U[i], U[j]), -1, 1).mean())
+
+
+def sense_similarities(X: np.ndarray, labels: Sequence) -> tuple[Optional[float], Optional[float]]:
+    """(mean cosine between occurrences of the same sense, mean cosine across senses)."""
+    X, labels = _check(X, labels)
+    S = cosine_matrix(X)
+    same = labels[:, None] == labels[None, :]
+    upper = np.triu(np.ones_like(S, dtype=bool), k=1)
+    within, between = S[upper & same], S[upper & ~same]
+    return (float(within.mean()) if within.size else None, float(between.mean()) if between.size else None)
+
+
+def separation(X: np.ndarray, labels: Sequence, baseline: Optional[float] = None) -> dict:
+    """Every per-layer number the Polysemy page shows for one word's occurrences ``(n, dim)``.
+    ``baseline`` is :func:`random_pair_cosine` of the same layer (None: not reported)."""
+    accuracy, chance = loo_nn_accuracy(X, labels)
+    within, between = sense_similarities(X, labels)
+    self_sim = self_similarity(X)
+    return {
+        "silhouette": silhouette_cosine(X, labels),
+        "nn_accuracy": accuracy,
+        "nn_chance": chance,
+        "within_sense": within,
+        "between_senses": between,
+        "self_similarity": self_sim,
+        "anisotropy": baseline,
+        "self_similarity_adjusted": None if self_sim is None or baseline is None else self_sim - baseline,
+    }
+
+
+def nearest_contexts(query: np.ndarray, corpus: np.ndarray, k: int = 5,
+                     exclude: Optional[Sequence[int]] = None) -> list[tuple[int, float]]:
+    """The ``k`` rows of ``corpus (N, dim)`` most similar in cosine to ``query (dim,)``, as
+    ``(row, cosine)`` best first; rows in ``exclude`` (e.g. the query itself) are skipped."""
+    sims = cosine_matrix(np.asarray(query, dtype=np.float64)[None, :], corpus)[0]
+    if exclude is not None and len(exclude):
+        sims[np.asarray(list(exclude), dtype=np.int64)] = -np.inf
+    k = max(0, min(k, int(np.isfinite(sims).sum())))
+    order = np.argsort(-sims, kind="stable")[:k]
+    return [(int(i), float(sims[i])) for i in order]

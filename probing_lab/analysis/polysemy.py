@@ -1,0 +1,173 @@
+"""One word in many sentences -> its vector in every layer, ready for the sense-separation numbers.
+
+The target is found per sentence either by a mark (``I sat on the [bank] .``: the token in square
+brackets, which wins) or by the target word, case-insensitively and with simple inflections
+(``bank`` also finds ``Banks``, ``banked``, ``banking``), first exact match first. Sentences without
+it are reported back by number instead of being dropped silently.
+
+Typed input is one sentence per line with an optional sense label after ``|``::
+
+    I paid the cheque into the bank. | money
+    We walked along the river bank. | river
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..text import tokenize
+from .geometry import random_pair_cosine, separation
+from .vectors import embed_tokens
+
+_MARKED = re.compile(r"^\[(\S+)\]$")
+
+
+def parse_marked(tokens: Sequence[str]) -> tuple[list[str], Optional[int]]:
+    """Remove one ``[word]`` mark: either a single token ``"[bank]"`` or the three tokens
+    ``"[" "bank" "]"`` the tokenizer makes of it. Returns (clean tokens, index of the marked word)."""
+    tokens = list(tokens)
+    for i, t in enumerate(tokens):
+        m = _MARKED.match(t)
+        if m:
+            return tokens[:i] + [m.group(1)] + tokens[i + 1 :], i
+        if t == "[" and i + 2 < len(tokens) and tokens[i + 2] == "]" and tokens[i + 1] not in "[]":
+            return tokens[:i] + [tokens[i + 1]] + tokens[i + 3 :], i
+    return tokens, None
+
+
+def inflections(word: str) -> set[str]:
+    """Lower-cased forms that count as the word: -s -es -ed -d -ing, y -> ies/ied, e-drop before
+    -ing, final-consonant doubling (``run`` -> ``running``)."""
+    w = word.lower()
+    forms = {w, w + "s", w + "es", w + "ed", w + "d", w + "ing"}
+    if len(w) > 1 and w.endswith("y"):
+        forms |= {w[:-1] + "ies", w[:-1] + "ied"}
+    if len(w) > 1 and w.endswith("e"):
+        forms.add(w[:-1] + "ing")
+    if len(w) > 1 and w[-1] not in "aeiouwxy":
+        forms |= {w + w[-1] + "ed", w + w[-1] + "ing"}
+    return forms
+
+
+def find_target(tokens: Sequence[str], target: str) -> Optional[int]:
+    """Index of the target in ``tokens`` (exact form first, then an inflection), or None."""
+    target = target.strip().lower()
+    if not target:
+        return None
+    lowered = [t.lower() for t in tokens]
+    if target in lowered:
+        return lowered.index(target)
+    forms = inflections(target)
+    for i, t in enumerate(lowered):
+        if t in forms:
+            return i
+    return None
+
+
+def parse_lines(text: str) -> list[tuple[str, Optional[str]]]:
+    """Typed text -> [(sentence, sense label or None)], one per non-empty line."""
+    out = []
+    for line in text.splitlines():
+        sentence, _, label = line.partition("|")
+        if sentence.strip():
+            out.append((sentence.strip(), label.strip() or None))
+    return out
+
+
+@dataclass
+class Occurrences:
+    """The target's vectors: ``vectors[key]`` is ``(n, dim)`` for the n sentences that have it."""
+
+    sentences: list  # token lists (marks removed) of the sentences kept
+    positions: list  # index of the target in each kept sentence
+    labels: list  # sense label per kept sentence (None where not given)
+    vectors: dict  # layer key -> (n, dim)
+    baselines: dict  # layer key -> mean cosine of random token pairs of these sentences
+    missing: list = field(default_factory=list)  # input numbers (0-based) without the target
+    source: list = field(default_factory=list)  # input number of each kept sentence
+
+    @property
+    def n(self) -> int:
+        return len(self.positions)
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.vectors)
+
+    @property
+    def labelled(self) -> bool:
+        return all(label is not None for label in self.labels) and len(set(self.labels)) >= 2
+
+    def separation(self) -> dict:
+        """layer key -> :func:`probing_lab.analysis.geometry.separation` numbers."""
+        labels = self.labels if all(label is not None for label in self.labels) else ["?"] * self.n
+        return {k: separation(self.vectors[k], labels, self.baselines.get(k)) for k in self.keys}
+
+    def context(self, i: int, marker: tuple[str, str] = ("[", "]"), window: Optional[int] = None) -> str:
+        """Kept sentence i as text with the target marked (hover text, tables); ``window`` keeps
+        that many tokens either side, with … where cut."""
+        tokens = list(self.sentences[i])
+        p = self.positions[i]
+        tokens[p] = f"{marker[0]}{tokens[p]}{marker[1]}"
+        if window is None:
+            return " ".join(tokens)
+        lo, hi = max(0, p - window), min(len(tokens), p + window + 1)
+        return ("… " if lo else "") + " ".join(tokens[lo:hi]) + (" …" if hi < len(tokens) else "")
+
+
+def locate(sentences: Sequence, target: Optional[str] = None) -> tuple[list[list[str]], list[Optional[int]]]:
+    """Sentences (strings, tokenized here, or token lists) -> (clean token lists, target index or
+    None each): the marked token if any, else :func:`find_target`."""
+    token_lists, positions = [], []
+    for s in sentences:
+        tokens = tokenize(s) if isinstance(s, str) else list(s)
+        tokens, marked = parse_marked(tokens)
+        token_lists.append(tokens)
+        positions.append(marked if marked is not None else (find_target(tokens, target) if target else None))
+    return token_lists, positions
+
+
+def collect(embedder, sentences: Sequence, target: Optional[str] = None, labels: Optional[Sequence] = None,
+            positions: Optional[Sequence[Optional[int]]] = None, n_pairs: int = 2000, seed: int = 0) -> Occurrences:
+    """Embed the sentences that contain the target and pick out its vector in every layer.
+
+    ``positions`` (one index or None per sentence) skips the search, e.g. for a WSD data set that
+    marks its target. Raises ValueError when no sentence has the target."""
+    if positions is None:
+        token_lists, positions = locate(sentences, target)
+    else:
+        token_lists = [tokenize(s) if isinstance(s, str) else list(s) for s in sentences]
+        if len(positions) != len(token_lists):
+            raise ValueError(f"{len(positions)} positions for {len(token_lists)} sentences")
+    labels = list(labels) if labels is not None else [None] * len(token_lists)
+    if len(labels) != len(token_lists):
+        raise ValueError(f"{len(labels)} labels for {len(token_lists)} sentences")
+    keep = [i for i, p in enumerate(positions) if p is not None and 0 <= p < len(token_lists[i])]
+    kept_set = set(keep)
+    missing = [i for i in range(len(token_lists)) if i not in kept_set]
+    if not keep:
+        what = f"the word {target!r}" if target else "a [marked] word"
+        raise ValueError(f"none of the {len(token_lists)} sentences contains {what}")
+    kept = [token_lists[i] for i in keep]
+    tv = embed_tokens(embedder, kept)
+    rows = np.array([tv.rows(j, positions[i]) for j, i in enumerate(keep)], dtype=np.int64)
+    vectors = {k: tv.layers[k][rows] for k in tv.keys}
+    baselines = {k: random_pair_cosine(tv.layers[k], n_pairs=n_pairs, seed=seed) for k in tv.keys}
+    return Occurrences(kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines,
+                       missing, keep)
+
+
+def labelled_positions(records) -> tuple[list[list[str]], list[Optional[int]], list[Optional[str]]]:
+    """Sense-annotated dataset sentences (``Sentence`` records) -> (token lists, index of the first
+    token carrying a sense or None, that sense)."""
+    token_lists, positions, senses = [], [], []
+    for record in records:
+        token_lists.append([t.form for t in record.tokens])
+        hit = next((j for j, t in enumerate(record.tokens) if t.sense is not None), None)
+        positions.append(hit)
+        senses.append(None if hit is None else str(record.tokens[hit].sense))
+    return token_lists, positions, senses
