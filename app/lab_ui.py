@@ -1,0 +1,235 @@
+"""What every page of the app shares: the model choice (kept in the session, loaded once per
+process with ``st.cache_resource``), the data sets, input limits and friendly error handling.
+
+The app is a thin layer: everything it computes comes from ``probing_lab``. A model choice is a
+``ModelSpec``, the arguments of :func:`probing_lab.models.load_model`, so the app loads exactly what
+``probing-lab ... --model`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import streamlit as st
+
+APP_DIR = Path(__file__).resolve().parent
+ROOT = APP_DIR.parent
+if str(ROOT) not in sys.path:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+
+from probing_lab.models import PACKAGE_ROOT, SHIPPED_MODEL_DIR, load_model, shipped_model_dir  # noqa: E402
+
+MODEL_ENV = "PROBING_LAB_MODEL"  # set by `probing-lab app --model ...` (app/launch.py)
+EARLY_MODEL_DIR = PACKAGE_ROOT / "data" / "models" / "elmo-lab-early"
+FALLBACK_MODEL = "random:cpu-small"
+MAX_CHARS = 5000  # typed text beyond this is cut (with a note): the page must stay responsive
+MAX_SENTENCES = 100
+LAYER_HELP = {
+    "0": "L0: the char-CNN type layer. One vector per spelling, the same in every sentence.",
+    "1": "L1: first biLSTM layer (forward and backward halves), context-dependent.",
+    "2": "L2: second biLSTM layer, the top of the biLM.",
+    "mix": "mix: the mean of the layers (an untrained scalar mix, equal weights).",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Arguments of ``load_model``; hashable so it can key caches."""
+
+    model: Optional[str] = None  # checkpoint dir, random:PRESET, or None = shipped
+    options: Optional[str] = None
+    weights: Optional[str] = None
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        if self.options:
+            return f"released ELMo ({Path(self.weights).name})"
+        if self.model is None:
+            return "shipped model (elmo-lab)"
+        if self.model.startswith("random:"):
+            return f"random init {self.model[7:]} (seed {self.seed})"
+        return f"checkpoint {self.model}"
+
+
+@dataclass
+class Bundle:
+    """A loaded model and what the pages show about it."""
+
+    embedder: object  # probing_lab.elmo.Embedder
+    name: str
+    card: Optional[dict]
+    options: dict
+    parameters: int
+
+
+def default_spec() -> tuple[ModelSpec, Optional[str]]:
+    """The model before the user picks one: ``$PROBING_LAB_MODEL``, else the shipped model, else
+    a random-init cpu-small (with the note to show, since its layers have learned nothing)."""
+    env = os.environ.get(MODEL_ENV, "").strip()
+    if env and env != "shipped":
+        return ModelSpec(model=env), None
+    if shipped_model_dir() is not None:
+        return ModelSpec(), None
+    return ModelSpec(model=FALLBACK_MODEL), (
+        f"The shipped model is not in this checkout ({SHIPPED_MODEL_DIR.relative_to(PACKAGE_ROOT)} is missing), so the "
+        f"app shows a **randomly initialised** `{FALLBACK_MODEL[7:]}` ELMo: its layers reflect the architecture, not "
+        "anything learned. Pick a trained model on the **Model** page."
+    )
+
+
+def current_spec() -> ModelSpec:
+    if "model_spec" not in st.session_state:
+        spec, note = default_spec()
+        st.session_state["model_spec"], st.session_state["model_note"] = spec, note
+    return st.session_state["model_spec"]
+
+
+def set_spec(spec: ModelSpec) -> None:
+    st.session_state["model_spec"], st.session_state["model_note"] = spec, None
+
+
+def read_card(directory: Optional[str | Path]) -> Optional[dict]:
+    if directory is None:
+        return None
+    path = Path(directory) / "model_card.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def load_bundle(spec: ModelSpec) -> Bundle:
+    """Load once per process and spec (a model is tens of MB; reruns must not reload it)."""
+    return _load_bundle(spec.model, spec.options, spec.weights, spec.seed)
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def _load_bundle(model: Optional[str], options: Optional[str], weights: Optional[str], seed: int) -> Bundle:
+    from probing_lab.elmo import Embedder
+
+    spec = ModelSpec(model, options, weights, seed)
+    loaded = load_model(spec.model, spec.options, spec.weights, seed=spec.seed)
+    directory = None
+    if spec.model is None and not spec.options:
+        directory = shipped_model_dir()
+    elif spec.model and not spec.model.startswith("random:"):
+        directory = spec.model
+    return Bundle(Embedder(loaded.model, batch_size=32), loaded.name, read_card(directory),
+                  loaded.model.options.to_dict(), loaded.model.count_parameters())
+
+
+def model_error(spec: ModelSpec, error: Exception) -> str:
+    return f"Could not load {spec.label}: {error}"
+
+
+def get_bundle(spec: Optional[ModelSpec] = None) -> Bundle:
+    """The current model, or an error box and a stopped page (never a traceback)."""
+    spec = spec or current_spec()
+    try:
+        return load_bundle(spec)
+    except Exception as e:  # noqa: BLE001 - every load failure becomes a message
+        st.error(model_error(spec, e))
+        st.info("Choose another model on the **Model** page.")
+        st.stop()
+
+
+def page(title: str, icon: str = "🔬") -> None:
+    """Page config, title and the sidebar line saying which model is in use."""
+    st.set_page_config(page_title=f"{title} · ELMo probing lab", page_icon=icon, layout="wide")
+    st.title(title)
+    spec = current_spec()
+    st.sidebar.markdown(f"**Model:** {spec.label}")
+    st.sidebar.caption("Change it on the Model page.")
+    note = st.session_state.get("model_note")
+    if note:
+        st.warning(note)
+
+
+@contextmanager
+def friendly_errors(what: str = "This page"):
+    """Turn an unexpected exception into an error box; st.stop()/rerun pass through."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001
+        st.error(f"{what} hit a problem: {type(e).__name__}: {e}")
+
+
+def limit_text(text: str, limit: int = MAX_CHARS) -> tuple[str, Optional[str]]:
+    """Cut overly long input at a line or space boundary; returns (text, note or None)."""
+    if len(text) <= limit:
+        return text, None
+    cut = text[:limit]
+    boundary = max(cut.rfind("\n"), cut.rfind(" "))
+    if boundary > limit // 2:
+        cut = cut[:boundary]
+    return cut, f"The text was {len(text):,} characters long; only the first {len(cut):,} are used."
+
+
+# --- data sets ----------------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner="Reading the data set…", max_entries=32)
+def _load_dataset(name: str, split: str):
+    from probing_lab.datasets import load_dataset
+
+    return load_dataset(name, split)  # data dir: $PROBING_LAB_DATA, else ../shared/datasets
+
+
+def dataset(name: str, split: str):
+    """Sentence records, or raises :class:`DataUnavailable` with a message fit to show (the
+    readers' own messages say where they looked and how to get the files)."""
+    try:
+        return _load_dataset(name, split)
+    except ImportError as e:
+        raise DataUnavailable(f"the data set readers (probing_lab.datasets) are not available: {e}") from None
+    except Exception as e:  # noqa: BLE001 - missing files, bad split names
+        raise DataUnavailable(str(e)) from None
+
+
+class DataUnavailable(RuntimeError):
+    pass
+
+
+COARSEWSD_WORDS = ("apple", "arm", "bank", "bass", "bow", "chair", "club", "crane", "deck", "digit", "hood", "java",
+                   "mole", "pitcher", "pound", "seal", "spring", "square", "trunk", "yard")
+
+
+def fmt(value, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def spec_key(spec: ModelSpec) -> tuple:
+    """A plain tuple for st.cache_data keys (with the embedder passed as an unhashed _argument)."""
+    return (spec.model, spec.options, spec.weights, spec.seed)
+
+
+def projection_choice(key: str) -> str:
+    """PCA by default; UMAP and t-SNE only when asked (slower, and UMAP compiles on first use)."""
+    label = st.radio("2-D projection", ["PCA", "UMAP", "t-SNE"], horizontal=True, key=key,
+                     help="PCA is linear and exact; UMAP/t-SNE show neighbourhoods but distort distances. "
+                          "UMAP's first use in a session compiles numba code (about a minute).")
+    return {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}[label]
+
+
+def projection(X, method: str, seed: int = 0):
+    """``(N, dim)`` -> ``(N, 2)``, cached; pays UMAP's one-off compilation under a spinner."""
+    from probing_lab.analysis import umap_is_warm, warm_up_umap
+
+    if method == "umap" and not umap_is_warm():
+        with st.spinner("Compiling UMAP (numba) for the first time in this process, about a minute…"):
+            warm_up_umap()
+    return _projection(X, method, seed)
+
+
+@st.cache_data(show_spinner="Projecting…", max_entries=64)
+def _projection(X, method: str, seed: int):
+    from probing_lab.analysis import project
+
+    return project(X, method, seed=seed)

@@ -1,0 +1,181 @@
+"""Polysemy: does a layer separate the senses of one word? Per layer a 2-D map coloured by sense, a
+cosine heatmap and the separation numbers (silhouette, leave-one-out nearest-neighbour accuracy,
+self-similarity against the anisotropy baseline)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import streamlit as st
+
+import figures
+import lab_ui
+from probing_lab.analysis import collect, cosine_matrix, labelled_positions, layer_label, parse_lines
+
+BANK_PRESET = [
+    ("I paid the cheque into my account at the bank.", "money"),
+    ("The bank raised its interest rates again.", "money"),
+    ("She works as a teller at a small savings bank.", "money"),
+    ("The central bank printed more money.", "money"),
+    ("He asked the bank for a loan to buy a house.", "money"),
+    ("Thieves robbed the bank on Friday morning.", "money"),
+    ("The bank charges a fee for every transfer.", "money"),
+    ("Our bank closed its branch in the village.", "money"),
+    ("We had a picnic on the grassy bank of the river.", "river"),
+    ("The boat drifted towards the muddy bank.", "river"),
+    ("Fishermen lined the bank of the stream.", "river"),
+    ("Heavy rain made the river burst its bank.", "river"),
+    ("Reeds grew thickly along the bank of the canal.", "river"),
+    ("The children slid down the steep bank into the water.", "river"),
+    ("A heron stood still on the far bank.", "river"),
+    ("They pulled the canoe up on the bank.", "river"),
+]
+DEFAULT_TYPED = "\n".join(f"{s} | {label}" for s, label in BANK_PRESET[:4] + BANK_PRESET[8:12])
+BUILTIN = "bank (built-in sentences)"
+
+lab_ui.page("Polysemy: one word, many contexts")
+st.markdown("Each point is one occurrence of the word. If a layer encodes sense, the colours form separate groups.")
+
+
+@st.cache_data(show_spinner="Embedding the sentences…", max_entries=32)
+def occurrences(spec_key, sentences, target, labels, positions, _embedder):
+    """Cached per model and input: changing the projection must not re-embed."""
+    return collect(_embedder, [list(s) if not isinstance(s, str) else s for s in sentences], target=target,
+                   labels=list(labels), positions=None if positions is None else list(positions))
+
+
+def coarsewsd_sample(word: str, per_sense: int, seed: int):
+    records = lab_ui.dataset("coarsewsd", f"{word}/train")
+    tokens, positions, senses = labelled_positions(records)
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for sense in sorted({s for s in senses if s is not None}):
+        idx = [i for i, s in enumerate(senses) if s == sense]
+        chosen += sorted(rng.choice(idx, size=min(per_sense, len(idx)), replace=False).tolist())
+    chosen.sort()
+    return [tokens[i] for i in chosen], [positions[i] for i in chosen], [senses[i] for i in chosen]
+
+
+source = st.radio("Sentences", ["Preset", "Type your own"], horizontal=True, key="source")
+positions = None
+notes = []
+if source == "Preset":
+    choice = st.selectbox("Word", [BUILTIN] + [f"{w} (CoarseWSD-20)" for w in lab_ui.COARSEWSD_WORDS], key="preset")
+    if choice == BUILTIN:
+        sentences = [s for s, _ in BANK_PRESET]
+        labels = [label for _, label in BANK_PRESET]
+        target = "bank"
+    else:
+        word = choice.split()[0]
+        c1, c2 = st.columns(2)
+        per_sense = c1.slider("Sentences per sense", 3, 40, 12, key="per_sense")
+        seed = c2.number_input("Sample seed", 0, 10_000, 0, key="sample_seed")
+        try:
+            sentences, positions, labels = coarsewsd_sample(word, per_sense, int(seed))
+        except lab_ui.DataUnavailable as e:
+            st.error(f"CoarseWSD-20 is not available: {e}")
+            st.info("The built-in *bank* sentences and typed sentences work without it.")
+            st.stop()
+        target = word
+        st.caption(f"CoarseWSD-20 `{word}` train split (lower-cased Wikipedia sentences), {len(sentences)} sampled.")
+else:
+    st.markdown("One sentence per line; add `| sense` to label a line. Mark the word as `[bank]` where it is "
+                "ambiguous which token you mean (the mark wins over the target word).")
+    text = st.text_area("Sentences", DEFAULT_TYPED, height=220, key="typed")
+    target = st.text_input("Target word", "bank", key="target").strip()
+    text, note = lab_ui.limit_text(text)
+    if note:
+        notes.append(note)
+    lines = parse_lines(text)
+    if len(lines) > lab_ui.MAX_SENTENCES:
+        notes.append(f"{len(lines)} sentences given; only the first {lab_ui.MAX_SENTENCES} are used.")
+        lines = lines[: lab_ui.MAX_SENTENCES]
+    if not lines:
+        st.warning("Type at least two sentences, one per line.")
+        st.stop()
+    if not target and "[" not in text:
+        st.warning("Give a target word, or mark it in each sentence like `[bank]`.")
+        st.stop()
+    sentences = [s for s, _ in lines]
+    labels = [label for _, label in lines]
+    if any(label is not None for label in labels) and not all(label is not None for label in labels):
+        notes.append("Some lines have no `| sense` label; they are shown, and counted, as one more group “unlabelled”.")
+        labels = [label if label is not None else "unlabelled" for label in labels]
+
+for note in notes:
+    st.info(note)
+method = lab_ui.projection_choice("poly_method")
+
+spec = lab_ui.current_spec()
+bundle = lab_ui.get_bundle(spec)
+try:
+    occ = occurrences(lab_ui.spec_key(spec), tuple(s if isinstance(s, str) else tuple(s) for s in sentences),
+                      target or None, tuple(labels), None if positions is None else tuple(positions), bundle.embedder)
+except ValueError as e:
+    st.error(f"{e}. Check the spelling of the target word, or mark it like `[bank]`.")
+    st.stop()
+
+if occ.missing:
+    shown = ", ".join(str(i + 1) for i in occ.missing[:20]) + (" …" if len(occ.missing) > 20 else "")
+    st.warning(f"{len(occ.missing)} sentence(s) do not contain “{target}” and are left out (line {shown}).")
+if occ.n < 2:
+    st.warning("The word occurs in only one sentence: similarities need at least two occurrences.")
+    st.stop()
+
+with lab_ui.friendly_errors("The polysemy view"):
+    labelled = occ.labelled
+    shown_labels = [label if label is not None else "unlabelled" for label in occ.labels]
+    sep = occ.separation()
+    st.subheader(f"“{target or 'marked word'}”: {occ.n} occurrences" + (f", {len(set(shown_labels))} senses" if labelled else ""))
+    if not labelled:
+        st.info("Without at least two sense labels there is nothing to separate: only self-similarity is shown. "
+                "Add `| sense` after each sentence.")
+
+    rows = {"layer": [layer_label(k) for k in occ.keys]}
+    if labelled:
+        rows["silhouette (cosine)"] = [lab_ui.fmt(sep[k]["silhouette"]) for k in occ.keys]
+        rows["1-NN sense accuracy (LOO)"] = [lab_ui.fmt(sep[k]["nn_accuracy"]) for k in occ.keys]
+        rows["chance"] = [lab_ui.fmt(sep[k]["nn_chance"]) for k in occ.keys]
+        rows["cos within sense"] = [lab_ui.fmt(sep[k]["within_sense"]) for k in occ.keys]
+        rows["cos across senses"] = [lab_ui.fmt(sep[k]["between_senses"]) for k in occ.keys]
+    rows["self-similarity"] = [lab_ui.fmt(sep[k]["self_similarity"]) for k in occ.keys]
+    rows["random-pair baseline"] = [lab_ui.fmt(sep[k]["anisotropy"]) for k in occ.keys]
+    rows["self-sim − baseline"] = [lab_ui.fmt(sep[k]["self_similarity_adjusted"]) for k in occ.keys]
+    st.dataframe(rows, hide_index=True)
+    st.caption("Silhouette: -1..1, above 0 when occurrences are closer to their own sense than to the other. "
+               "1-NN accuracy: each occurrence takes the sense of its most similar other occurrence (ties share the "
+               "credit); chance is what identical vectors score. Self-similarity: mean cosine between the "
+               "occurrences (Ethayarajh 2019), read against the baseline = mean cosine of random token pairs of "
+               "these sentences in the same layer (anisotropy).")
+
+    try:
+        points = {k: lab_ui.projection(occ.vectors[k], method) for k in occ.keys}
+    except ValueError as e:
+        st.warning(f"{e}. Showing PCA instead.")
+        method = "pca"
+        points = {k: lab_ui.projection(occ.vectors[k], "pca") for k in occ.keys}
+    hover = [occ.context(i, ("<b>", "</b>"), window=8) for i in range(occ.n)]
+    st.plotly_chart(figures.projection_grid(points, shown_labels, hover, f"“{target}” per layer", method),
+                    key="poly_scatter")
+
+    order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
+    ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]
+    matrices = {k: cosine_matrix(occ.vectors[k][order]) for k in occ.keys}
+    st.plotly_chart(figures.cosine_heatmaps(matrices, ticks, "cosine between occurrences (sorted by sense)"),
+                    key="poly_heatmap")
+
+    st.markdown(
+        """
+**Why L0 collapses.** Layer 0 is ELMo's character CNN: it reads only the letters of the word, so every
+occurrence of the same spelling gets **the identical vector**. In its map all points sit on one spot
+(PCA puts them at the origin), its heatmap is uniformly 1, self-similarity is 1, the silhouette is 0 and
+the nearest-neighbour accuracy equals chance: no sense information can be there. Inflected forms
+(*banks*) get their own, different type vector. Sense can only appear in L1 and L2, which read the
+sentence; Peters et al. found it strongest in the top layer.
+"""
+    )
+    with st.expander("The sentences"):
+        st.dataframe({"#": [i + 1 for i in range(occ.n)], "sense": shown_labels,
+                      "sentence": [occ.context(i) for i in range(occ.n)]}, hide_index=True)

@@ -1,0 +1,109 @@
+"""Model: choose what the other pages look inside. The lab's shipped model, its early snapshot (how much of
+the layer structure is there after 5% of training), a random-init model (the baseline every probe needs)
+or a released ELMo (``options.json`` + ``weights.hdf5`` as AllenNLP published them)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import streamlit as st
+
+import lab_ui
+from probing_lab.elmo import PRESETS
+from probing_lab.models import SHIPPED_MODEL_DIR, shipped_model_dir
+
+SHIPPED = "Shipped model (data/models/elmo-lab)"
+EARLY = "Early snapshot (data/models/elmo-lab-early)"
+RANDOM = "Random init"
+RELEASED = "Released ELMo (options.json + weights.hdf5)"
+CHECKPOINT = "Another checkpoint directory"
+
+lab_ui.page("Model")
+current = lab_ui.current_spec()
+st.markdown(f"In use now: **{current.label}**")
+
+def kind_of(spec: lab_ui.ModelSpec) -> str:
+    if spec.options:
+        return RELEASED
+    if spec.model is None:
+        return SHIPPED
+    if spec.model.startswith("random:"):
+        return RANDOM
+    return EARLY if Path(spec.model).resolve() == lab_ui.EARLY_MODEL_DIR.resolve() else CHECKPOINT
+
+
+KINDS = [SHIPPED, EARLY, RANDOM, RELEASED, CHECKPOINT]
+kind = st.radio("Model", KINDS, index=KINDS.index(kind_of(current)), key="kind")
+spec, problem = None, None
+if kind == SHIPPED:
+    if shipped_model_dir() is None:
+        problem = (f"The shipped model is not in this checkout: {SHIPPED_MODEL_DIR} has no model.safetensors. "
+                   "It is trained by `probing-lab train` and exported with `probing-lab export`; meanwhile use a "
+                   "random-init model or a released ELMo.")
+    else:
+        spec = lab_ui.ModelSpec()
+elif kind == EARLY:
+    if not (lab_ui.EARLY_MODEL_DIR / "model.safetensors").is_file():
+        problem = f"No early snapshot at {lab_ui.EARLY_MODEL_DIR} (it ships together with the trained model)."
+    else:
+        spec = lab_ui.ModelSpec(model=str(lab_ui.EARLY_MODEL_DIR))
+elif kind == RANDOM:
+    c1, c2 = st.columns(2)
+    names = sorted(PRESETS)
+    now = current.model[7:] if current.model and current.model.startswith("random:") else "cpu-small"
+    preset = c1.selectbox("Preset (shape)", names, index=names.index(now) if now in names else 0, key="preset")
+    seed = int(c2.number_input("Seed", min_value=0, value=current.seed, key="seed"))
+    st.caption("Randomly initialised as bilm-tf does. Its L1/L2 still mix context, so compare it with a trained "
+               "model: what a trained model shows beyond this is what training added.")
+    spec = lab_ui.ModelSpec(model=f"random:{preset}", seed=seed)
+elif kind == RELEASED:
+    options = st.text_input("options.json", key="options", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_options.json")
+    weights = st.text_input("weights.hdf5", key="weights", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+    st.caption("The files AllenNLP published (e.g. the original 5.5B or 1B Word models). The original size runs "
+               "about 300 tokens/s on a CPU: keep samples small.")
+    if not options.strip() or not weights.strip():
+        problem = "Give both paths."
+    else:
+        missing = [p for p in (options.strip(), weights.strip()) if not Path(p).expanduser().is_file()]
+        if missing:
+            problem = "No such file: " + ", ".join(missing)
+        else:
+            spec = lab_ui.ModelSpec(options=str(Path(options.strip()).expanduser()),
+                                    weights=str(Path(weights.strip()).expanduser()))
+else:
+    directory = st.text_input("Checkpoint directory", key="checkpoint",
+                              placeholder="a folder with model.safetensors, options.json, model_card.json")
+    if not directory.strip():
+        problem = "Give a directory."
+    elif not Path(directory.strip()).expanduser().is_dir():
+        problem = f"No such directory: {directory.strip()}"
+    else:
+        spec = lab_ui.ModelSpec(model=str(Path(directory.strip()).expanduser()))
+
+if problem:
+    st.warning(problem)
+if st.button("Use this model", disabled=spec is None, type="primary", key="use"):
+    try:
+        bundle = lab_ui.load_bundle(spec)
+    except Exception as e:  # noqa: BLE001 - a bad file becomes a message naming it
+        st.error(lab_ui.model_error(spec, e))
+    else:
+        lab_ui.set_spec(spec)
+        current = spec
+        st.success(f"Now using {bundle.name}. The other pages use it from here on.")
+
+st.subheader("Current model")
+with lab_ui.friendly_errors("The model summary"):
+    bundle = lab_ui.get_bundle(current)
+    o = bundle.options
+    lstm = o.get("lstm", {})
+    cnn = o.get("char_cnn", {})
+    st.markdown(f"`{bundle.name}` · {bundle.parameters:,} parameters · {lstm.get('n_layers', '?')} biLSTM layers of "
+                f"{lstm.get('dim', '?')} units projected to {lstm.get('projection_dim', '?')} · "
+                f"{sum(n for _, n in cnn.get('filters', [])):,} char-CNN filters · every layer {bundle.embedder.dim} wide")
+    if bundle.card:
+        st.markdown("**Model card**")
+        st.json(bundle.card, expanded=True)
+    with st.expander("options.json"):
+        st.json(o, expanded=False)

@@ -1,0 +1,286 @@
+"""probing_lab.analysis: hand-computed small cases for the geometry, projections and target finding."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from probing_lab.analysis import geometry as G
+from probing_lab.analysis import polysemy as P
+from probing_lab.analysis import projections as J
+from probing_lab.analysis import samples as S
+from probing_lab.analysis.vectors import embed_tokens, layer_keys, layer_label
+
+R = 1 / math.sqrt(2)
+
+
+# --- cosine -----------------------------------------------------------------------------------
+
+
+def test_cosine_matrix_by_hand():
+    X = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0], [0.0, 0.0]])
+    C = G.cosine_matrix(X)
+    expected = np.array([[1, 0, R, 0], [0, 1, R, 0], [R, R, 1, 0], [0, 0, 0, 0]])
+    np.testing.assert_allclose(C, expected, atol=1e-12)
+    np.testing.assert_allclose(G.cosine_matrix(X[:1], X[1:3]), [[0, R]], atol=1e-12)
+
+
+# --- silhouette -------------------------------------------------------------------------------
+
+
+def test_silhouette_two_well_separated_clusters_is_one():
+    X = np.array([[1, 0], [2, 0], [0, 1], [0, 5]], dtype=float)  # cosine distance 0 inside, 1 across
+    assert G.silhouette_cosine(X, ["a", "a", "b", "b"]) == pytest.approx(1.0)
+
+
+def test_silhouette_by_hand_with_a_singleton():
+    # d(p1,p2) = d(p2,p3) = 1 - 1/sqrt2, d(p1,p3) = 1.
+    # s1 = (1 - d)/1 = 1/sqrt2; s2: a = b = d -> 0; s3 alone in its sense -> 0.
+    X = np.array([[1, 0], [1, 1], [0, 1]], dtype=float)
+    assert G.silhouette_cosine(X, ["a", "a", "b"]) == pytest.approx(R / 3)
+
+
+def test_silhouette_matches_sklearn():
+    from sklearn.metrics import silhouette_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 5))
+    labels = rng.integers(0, 3, size=30).astype(str)
+    assert G.silhouette_cosine(X, labels) == pytest.approx(silhouette_score(X, labels, metric="cosine"), abs=1e-9)
+
+
+def test_silhouette_undefined_cases():
+    X = np.eye(3)
+    assert G.silhouette_cosine(X, ["a", "a", "a"]) is None  # one sense
+    assert G.silhouette_cosine(X, ["a", "b", "c"]) is None  # every point its own sense
+    with pytest.raises(ValueError, match="one label per row"):
+        G.silhouette_cosine(X, ["a", "b"])
+
+
+# --- leave-one-out nearest neighbour ----------------------------------------------------------
+
+
+def test_loo_nn_separated_and_crossed():
+    X = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]])
+    acc, chance = G.loo_nn_accuracy(X, ["a", "a", "b", "b"])
+    assert acc == 1.0 and chance == pytest.approx(1 / 3)  # 1 same-sense point among 3 others
+    acc, _ = G.loo_nn_accuracy(X, ["a", "b", "a", "b"])  # every nearest neighbour has the other sense
+    assert acc == 0.0
+
+
+def test_loo_nn_identical_vectors_score_chance():
+    X = np.ones((4, 3))
+    acc, chance = G.loo_nn_accuracy(X, ["a", "a", "a", "b"])
+    # a: 2 of 3 tied neighbours share the sense (x3), b: 0 of 3 -> (2/3*3 + 0)/4
+    assert acc == pytest.approx(0.5) and chance == pytest.approx(0.5)
+    assert G.loo_nn_accuracy(X, ["a"] * 4) == (None, None)
+
+
+# --- self-similarity and the anisotropy baseline ----------------------------------------------
+
+
+def test_self_similarity_by_hand():
+    X = np.array([[1, 0], [0, 1], [1, 1]], dtype=float)  # pair cosines 0, 1/sqrt2, 1/sqrt2
+    assert G.self_similarity(X) == pytest.approx(2 * R / 3)
+    assert G.self_similarity(X[:1]) is None
+
+
+def test_random_pair_cosine_exact_and_sampled():
+    X = np.array([[1, 0], [0, 1], [1, 1]], dtype=float)
+    assert G.random_pair_cosine(X) == pytest.approx(2 * R / 3)  # few tokens: all pairs
+    same = np.tile([[1.0, 2.0, 3.0]], (500, 1))
+    assert G.random_pair_cosine(same, n_pairs=100) == pytest.approx(1.0)
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(300, 4)) + 3.0  # shifted cloud: strongly anisotropic
+    a, b = G.random_pair_cosine(Y, n_pairs=400, seed=5), G.random_pair_cosine(Y, n_pairs=400, seed=5)
+    assert a == b and a > 0.7
+    assert abs(G.random_pair_cosine(rng.normal(size=(300, 50)), n_pairs=3000)) < 0.05  # isotropic: ~0
+
+
+def test_separation_record():
+    X = np.array([[1, 0], [2, 0], [0, 1], [0, 3]], dtype=float)
+    sep = G.separation(X, ["a", "a", "b", "b"], baseline=0.25)
+    assert sep["silhouette"] == pytest.approx(1) and sep["nn_accuracy"] == 1
+    assert sep["within_sense"] == pytest.approx(1) and sep["between_senses"] == pytest.approx(0)
+    assert sep["self_similarity"] == pytest.approx(2 / 6)  # 2 of the 6 pairs have cosine 1
+    assert sep["self_similarity_adjusted"] == pytest.approx(2 / 6 - 0.25)
+
+
+def test_nearest_contexts():
+    corpus = np.array([[0, 1], [1, 0.1], [1, 0], [-1, 0]], dtype=float)
+    hits = G.nearest_contexts(np.array([1.0, 0.0]), corpus, k=2)
+    assert [i for i, _ in hits] == [2, 1]
+    assert hits[0][1] == pytest.approx(1.0) and hits[1][1] == pytest.approx(1 / math.sqrt(1.01))
+    assert [i for i, _ in G.nearest_contexts(np.array([1.0, 0.0]), corpus, k=10, exclude=[2])] == [1, 0, 3]
+
+
+# --- projections ------------------------------------------------------------------------------
+
+
+def test_pca_matches_sklearn_up_to_sign():
+    from sklearn.decomposition import PCA
+
+    X = np.random.default_rng(0).normal(size=(40, 6)) * np.arange(1, 7)
+    ours = J.project(X, "pca", unit=False)
+    theirs = PCA(n_components=2).fit_transform(X)
+    np.testing.assert_allclose(np.abs(ours), np.abs(theirs), atol=1e-8)
+    np.testing.assert_array_equal(ours, J.project(X, "pca", unit=False))
+
+
+def test_pca_degenerate_inputs():
+    line = np.array([[0, 0], [1, 1], [2, 2], [3, 3]], dtype=float)
+    out = J.project(line, "pca", unit=False)
+    assert out.shape == (4, 2) and np.allclose(out[:, 1], 0)
+    np.testing.assert_allclose(np.abs(out[:, 0]), np.array([1.5, 0.5, 0.5, 1.5]) * math.sqrt(2))  # distance from the mean
+    assert np.all(J.project(np.ones((5, 3)), "pca") == 0)  # identical points: one dot at the origin
+    assert J.project(np.ones((1, 3)), "pca").shape == (1, 2)
+
+
+def test_projection_errors():
+    with pytest.raises(ValueError, match="unknown projection"):
+        J.project(np.zeros((5, 2)), "lda")
+    with pytest.raises(ValueError, match="at least 5 points"):
+        J.project(np.eye(3), "tsne")
+    with pytest.raises(ValueError, match="NaN"):
+        J.project(np.array([[np.nan, 1.0]] * 6), "pca")
+
+
+@pytest.mark.parametrize("method", ["tsne", "umap"])
+def test_identical_points_give_one_dot_not_a_crash(method):
+    # t-SNE's PCA init divides by the spread: identical rows (L0 of one word) used to segfault it
+    X = np.tile(np.random.default_rng(0).normal(size=(1, 6)), (16, 1)) + 1e-9
+    assert np.all(J.project(X, method) == 0)
+
+
+def test_tsne_seeded():
+    X = np.random.default_rng(0).normal(size=(12, 5))
+    a, b = J.project(X, "tsne", seed=3), J.project(X, "tsne", seed=3)
+    assert a.shape == (12, 2) and np.allclose(a, b)
+
+
+def test_umap_seeded_and_warm_up():
+    J.warm_up_umap()
+    assert J.umap_is_warm() and J.warm_up_umap() < 0.01  # second call is free
+    X = np.random.default_rng(0).normal(size=(30, 5))
+    a, b = J.project(X, "umap", seed=1), J.project(X, "umap", seed=1)
+    assert a.shape == (30, 2) and np.allclose(a, b)
+
+
+# --- finding the target -----------------------------------------------------------------------
+
+
+def test_parse_marked():
+    assert P.parse_marked(["the", "[bank]", "closed"]) == (["the", "bank", "closed"], 1)
+    assert P.parse_marked(["the", "[", "bank", "]", "closed"]) == (["the", "bank", "closed"], 1)
+    assert P.parse_marked(["no", "mark"]) == (["no", "mark"], None)
+
+
+def test_inflections_and_find_target():
+    assert {"bank", "banks", "banked", "banking"} <= P.inflections("bank")
+    assert {"parties", "partied"} <= P.inflections("party") and "running" in P.inflections("run")
+    assert P.find_target(["Two", "Banks", "merged"], "bank") == 1
+    assert P.find_target(["banks", "and", "a", "bank"], "bank") == 3  # exact form first
+    assert P.find_target(["an", "embankment"], "bank") is None
+    assert P.find_target(["a", "bank"], "  ") is None
+
+
+def test_parse_lines():
+    text = "I paid it into the bank. | money\n\n  The river bank flooded. |river \nNo label here.\n"
+    assert P.parse_lines(text) == [("I paid it into the bank.", "money"), ("The river bank flooded.", "river"),
+                                   ("No label here.", None)]
+
+
+class TypeAndContext:
+    """Fake 3-layer encoder: L0 depends on the word only (like the char CNN), L1/L2 also on the
+    neighbours, so contexts differ; deterministic, no model needed."""
+
+    n_layers, dim = 3, 8
+
+    @staticmethod
+    def _word(w):
+        return np.random.default_rng(zlib.crc32(w.lower().encode())).normal(size=8)
+
+    def embed(self, sentences):
+        out = []
+        for s in sentences:
+            L0 = np.stack([self._word(w) for w in s]) if s else np.zeros((0, 8))
+            L1 = np.stack([L0[i] + 0.8 * sum(L0[j] for j in range(len(s)) if j != i) for i in range(len(s))]) if s else L0
+            out.append(np.stack([L0, L1, L1 * 2 + 1]).astype(np.float32))
+        return out
+
+
+def test_embed_tokens_layout():
+    tv = embed_tokens(TypeAndContext(), [["a", "b"], ["c"]])
+    assert tv.keys == layer_keys(3) == ["0", "1", "2", "mix"]
+    assert tv.layers["0"].shape == (3, 8) and list(tv.offsets) == [0, 2, 3] and tv.rows(1, 0) == 2
+    np.testing.assert_allclose(tv.layers["mix"], (tv.layers["0"] + tv.layers["1"] + tv.layers["2"]) / 3, rtol=1e-6)
+    assert layer_label("1") == "L1" and layer_label("mix") == "mix"
+    with pytest.raises(ValueError, match="no tokens"):
+        embed_tokens(TypeAndContext(), [])
+
+
+def test_collect_reports_missing_and_l0_collapses():
+    sentences = ["I paid the cheque into the bank .", "No target in this one .", "We sat on the river bank .",
+                 "The [bank] raised its rates .", "Fish swim near the bank of the stream ."]
+    occ = P.collect(TypeAndContext(), sentences, target="bank", labels=["money", None, "river", "money", "river"])
+    assert occ.missing == [1] and occ.source == [0, 2, 3, 4] and occ.n == 4
+    assert occ.positions == [6, 5, 1, 4] and occ.sentences[2][1] == "bank"  # the mark was removed
+    assert occ.context(1) == "We sat on the river [bank] ."
+    assert occ.context(3, ("<b>", "</b>"), window=2) == "… near the <b>bank</b> of the …"
+    sep = occ.separation()
+    # L0 is a type vector: the same for every occurrence -> similarity 1, no separation
+    assert sep["0"]["self_similarity"] == pytest.approx(1.0)
+    assert sep["0"]["silhouette"] == pytest.approx(0.0, abs=1e-6)
+    assert sep["0"]["nn_accuracy"] == pytest.approx(sep["0"]["nn_chance"])
+    assert sep["1"]["self_similarity"] < 0.999
+    assert occ.labelled and occ.baselines["0"] is not None
+    with pytest.raises(ValueError, match="none of the 2 sentences contains the word 'bank'"):
+        P.collect(TypeAndContext(), ["No .", "Nothing ."], target="bank")
+
+
+def test_l0_collapse_with_a_real_random_model():
+    from probing_lab.elmo import Embedder
+    from probing_lab.models import load_model
+
+    embedder = Embedder(load_model("random:cpu-tiny").model)
+    occ = P.collect(embedder, ["The bank closed early .", "They fished from the bank .", "A bank loan ."], target="bank",
+                    labels=["money", "river", "money"])
+    sep = occ.separation()
+    assert sep["0"]["self_similarity"] == pytest.approx(1.0, abs=1e-5)
+    assert sep["0"]["silhouette"] == pytest.approx(0.0, abs=1e-4)
+    assert sep["1"]["self_similarity"] < 1 - 1e-4 and sep["2"]["self_similarity"] < 1 - 1e-4
+    assert set(occ.vectors) == {"0", "1", "2", "mix"} and occ.vectors["1"].shape == (3, embedder.dim)
+
+
+def test_labelled_positions_from_records():
+    tok = lambda form, sense=None: SimpleNamespace(form=form, sense=sense)
+    records = [SimpleNamespace(tokens=[tok("the"), tok("bank", "bank_(geography)")]), SimpleNamespace(tokens=[tok("x")])]
+    assert P.labelled_positions(records) == ([["the", "bank"], ["x"]], [1, None], ["bank_(geography)", None])
+
+
+# --- token tables -----------------------------------------------------------------------------
+
+
+def _sentence(forms, upos=None, sid=None):
+    tokens = [SimpleNamespace(form=f, upos=(upos or ["X"] * len(forms))[i], deprel="dep") for i, f in enumerate(forms)]
+    return SimpleNamespace(tokens=tokens, id=sid)
+
+
+def test_sample_and_token_rows():
+    corpus = [_sentence([f"w{i}", "the"], sid=f"s{i}") for i in range(10)] + [_sentence([])]
+    a, b = S.sample_sentences(corpus, 4, seed=2), S.sample_sentences(corpus, 4, seed=2)
+    assert [s.id for s in a] == [s.id for s in b] and len(a) == 4
+    assert [s.id for s in a] == sorted((s.id for s in a), key=lambda x: int(x[1:]))  # corpus order
+    assert len(S.sample_sentences(corpus, 100)) == 10  # the empty sentence is dropped
+    with pytest.raises(ValueError):
+        S.sample_sentences(corpus, 0)
+    counts = S.word_counts(corpus[:3])
+    rows = S.token_rows([_sentence(["The", "w1", "zzz"], ["DET", "NOUN", "X"])], counts)
+    assert [r["count"] for r in rows] == [3, 1, 0] and [r["oov"] for r in rows] == [False, False, True]
+    assert rows[0]["frequency"] == "1-9" and rows[2]["frequency"] == "0 (OOV)" and rows[1]["upos"] == "NOUN"
+    assert rows[1]["context"] == "The <b>w1</b> zzz"
+    assert [S.frequency_band(c) for c in (0, 5, 50, 500, 5000)] == list(S.FREQUENCY_BANDS)

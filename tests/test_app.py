@@ -1,0 +1,341 @@
+"""The Streamlit app, page by page, with streamlit.testing's AppTest (no browser): set the widgets,
+check what comes out, and that bad input gives a message, never an exception.
+
+A tiny random-init model (``random:cpu-tiny`` via $PROBING_LAB_MODEL) keeps every page fast."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app"
+PAGES = {
+    "home": APP / "Home.py",
+    "polysemy": APP / "pages" / "1_Polysemy.py",
+    "clustering": APP / "pages" / "2_Layer_clustering.py",
+    "probes": APP / "pages" / "3_Probes.py",
+    "explorer": APP / "pages" / "4_Sentence_explorer.py",
+    "model": APP / "pages" / "5_Model.py",
+}
+TIMEOUT = 180
+sys.path.insert(0, str(APP))
+
+
+@pytest.fixture(autouse=True)
+def tiny_model(monkeypatch):
+    monkeypatch.setenv("PROBING_LAB_MODEL", "random:cpu-tiny")
+
+
+def run(page: str) -> AppTest:
+    at = AppTest.from_file(str(PAGES[page]), default_timeout=TIMEOUT)
+    at.run()
+    return at
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+def frame(at: AppTest, i: int = 0):
+    return at.dataframe[i].value
+
+
+def have(*parts: str) -> bool:
+    from probing_lab.datasets import resolve_data_dir
+
+    root, _ = resolve_data_dir()
+    return root is not None and root.joinpath(*parts).exists()
+
+
+needs_ewt = pytest.mark.skipif(not have("ud-english-ewt", "en_ewt-ud-dev.conllu"), reason="UD English-EWT not in the data directory")
+needs_coarsewsd = pytest.mark.skipif(not have("wsd", "CoarseWSD-20", "bass"), reason="CoarseWSD-20 not in the data directory")
+
+
+# --- helpers without a page -------------------------------------------------------------------
+
+
+def test_limit_text_and_default_model(monkeypatch):
+    import lab_ui
+
+    assert lab_ui.limit_text("short") == ("short", None)
+    cut, note = lab_ui.limit_text("word " * 3000, 100)
+    assert len(cut) <= 100 and not cut.endswith(" wo") and "15,000 characters" in note
+    assert lab_ui.default_spec() == (lab_ui.ModelSpec(model="random:cpu-tiny"), None)
+    monkeypatch.delenv("PROBING_LAB_MODEL")
+    spec, note = lab_ui.default_spec()
+    from probing_lab.models import shipped_model_dir
+
+    if shipped_model_dir() is None:
+        assert spec.model == lab_ui.FALLBACK_MODEL and "randomly initialised" in note
+    else:
+        assert spec == lab_ui.ModelSpec() and note is None
+
+
+# --- Tour -------------------------------------------------------------------------------------
+
+
+def test_home_tour_bank_example():
+    at = ok(run("home"))
+    table = frame(at)
+    assert list(table["layer"]) == ["L0", "L1", "L2", "mix"]
+    assert table["A·B same sense"][0] == pytest.approx(1.0) and table["A·C / B·C different senses"][0] == pytest.approx(1.0)
+    assert table["A·C / B·C different senses"][2] < 0.9999  # L2 depends on the context
+    assert len(charts(at)) == 1 and not at.error and not at.warning
+    assert "random:cpu-tiny" in texts(at.markdown)
+
+
+def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
+    from probing_lab.models import shipped_model_dir
+
+    monkeypatch.delenv("PROBING_LAB_MODEL")
+    at = ok(run("home"))
+    if shipped_model_dir() is None:
+        assert "randomly initialised" in texts(at.warning)
+    assert len(charts(at)) == 1
+
+
+# --- Polysemy ---------------------------------------------------------------------------------
+
+
+def test_polysemy_builtin_bank():
+    at = ok(run("polysemy"))
+    table = frame(at)
+    assert list(table["layer"]) == ["L0", "L1", "L2", "mix"]
+    l0 = table.iloc[0]
+    assert l0["self-similarity"] == "1.000" and l0["silhouette (cosine)"] in ("0.000", "-0.000")
+    assert l0["1-NN sense accuracy (LOO)"] == l0["chance"]
+    assert table.iloc[2]["self-similarity"] != "1.000"
+    assert len(charts(at)) == 2 and "16 occurrences, 2 senses" in texts(at.subheader)
+    assert "Why L0 collapses" in texts(at.markdown)
+    at.radio(key="poly_method").set_value("t-SNE").run()
+    assert len(charts(ok(at))) == 2 and "TSNE per layer" in str(charts(at)[0].proto.spec)
+
+
+def test_polysemy_typed_sentences_with_a_missing_target():
+    at = run("polysemy")
+    at.radio(key="source").set_value("Type your own").run()
+    at.text_area(key="typed").input("The bank closed. | money\nNo target here. | money\nThe river [bank] flooded. | river\n"
+                                    "Banks lend money. | money\nWe sat on the bank. | river").run()
+    ok(at)
+    assert "1 sentence(s) do not contain “bank”" in texts(at.warning) and "line 2" in texts(at.warning)
+    assert "4 occurrences, 2 senses" in texts(at.subheader)
+    assert len(charts(at)) == 2
+
+
+def test_polysemy_bad_input_gives_messages():
+    at = run("polysemy")
+    at.radio(key="source").set_value("Type your own").run()
+    at.text_area(key="typed").input("   \n  ").run()
+    assert "Type at least two sentences" in texts(ok(at).warning) and not charts(at)
+    at.text_area(key="typed").input("The cat sat.\nThe dog ran.").run()
+    assert "none of the 2 sentences contains the word 'bank'" in texts(ok(at).error)
+    at.text_area(key="typed").input("The bank closed.\nThe cat sat.").run()
+    assert "only one sentence" in texts(ok(at).warning)
+    at.text_input(key="target").input("").run()
+    assert "Give a target word" in texts(ok(at).warning)
+
+
+def test_polysemy_unlabelled_and_long_text():
+    at = run("polysemy")
+    at.radio(key="source").set_value("Type your own").run()
+    long = "\n".join(f"Sentence {i} mentions the bank near the water." for i in range(400))  # > 5000 characters
+    at.text_area(key="typed").input(long).run()
+    ok(at)
+    assert "only the first" in texts(at.info)
+    assert "Without at least two sense labels" in texts(at.info)
+    assert "self-similarity" in frame(at).columns and "silhouette (cosine)" not in frame(at).columns
+
+
+@needs_coarsewsd
+def test_polysemy_coarsewsd_preset():
+    at = run("polysemy")
+    at.selectbox(key="preset").select("bass (CoarseWSD-20)").run()
+    at.slider(key="per_sense").set_value(4).run()
+    ok(at)
+    assert "CoarseWSD-20 `bass` train split" in texts(at.caption)
+    assert "senses" in texts(at.subheader) and len(charts(at)) == 2
+
+
+# --- Layer clustering -------------------------------------------------------------------------
+
+
+@needs_ewt
+def test_clustering_colourings_and_csv():
+    at = run("clustering")
+    at.number_input(key="n_sentences").set_value(15).run()
+    ok(at)
+    assert len(charts(at)) == 4 and "15 sentences" in texts(at.caption)
+    for colour in ("dependency relation", "frequency (EWT train)", "OOV (not in EWT train)"):
+        at.selectbox(key="colour").select(colour).run()
+        ok(at)
+        assert len(charts(at)) == 4
+    assert at.get("download_button")
+    assert list(frame(at)["layer"]) == ["L0", "L1", "L2", "mix"]
+    at.multiselect(key="layers").set_value(["1"])
+    at.checkbox(key="drop_punct").check().run()
+    assert len(charts(ok(at))) == 1
+
+
+@needs_ewt
+def test_clustering_validates_the_sample():
+    at = run("clustering")
+    at.number_input(key="n_sentences").set_value(100_000).run()
+    assert "The sample is too large" in texts(ok(at).error) and not charts(at)
+    at.number_input(key="n_sentences").set_value(1500)
+    at.radio(key="cluster_method").set_value("t-SNE").run()  # one rerun: checked before anything is embedded
+    assert "too large for TSNE" in texts(ok(at).error)
+    at.radio(key="cluster_method").set_value("PCA")
+    at.number_input(key="n_sentences").set_value(10)
+    at.multiselect(key="layers").set_value([]).run()
+    assert "Pick at least one layer" in texts(ok(at).warning)
+
+
+# --- Probes -----------------------------------------------------------------------------------
+
+
+def _metrics(model: str, scores: list[float]) -> dict:
+    layers = {k: {"score": s, "control_score": s / 2, "selectivity": s / 2, "mdl_bits": 100.0}
+              for k, s in zip(("0", "1", "2", "mix"), scores)}
+    return {"task": "upos", "experiment": "pos_ewt", "dataset": "ewt", "model": model,
+            "splits": {"train": "train", "dev": "dev", "test": "test"}, "seed": 0, "layers": layers,
+            "baselines": {"majority": 0.8, "random_init": {k: 0.5 for k in layers}}, "seconds": 1.0}
+
+
+def test_probes_compare_models(tmp_path):
+    for name, model, scores in (("pos-a", "shipped:elmo-lab", [0.8, 0.95, 0.93, 0.94]),
+                                ("pos-b", "random:cpu-small (seed 0)", [0.8, 0.85, 0.84, 0.85])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps(_metrics(model, scores)))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "metrics.json").write_text("{not json")
+    at = run("probes")
+    at.text_input(key="run_dir").input(str(tmp_path)).run()
+    ok(at)
+    assert "Skipped unreadable runs" in texts(at.warning)
+    assert len(charts(at)) == 1
+    rows = frame(at)
+    assert set(rows["model"]) == {"shipped:elmo-lab", "random:cpu-small (seed 0)"} and len(rows) == 8
+    at.multiselect(key="runs").set_value([]).run()
+    assert "Pick at least one run" in texts(ok(at).warning)
+
+
+def test_probes_without_runs(tmp_path):
+    at = run("probes")
+    at.text_input(key="run_dir").input(str(tmp_path / "nowhere")).run()
+    assert "No folder" in texts(ok(at).warning)
+    at.text_input(key="run_dir").input(str(tmp_path)).run()
+    assert "No runs under" in texts(ok(at).info)
+
+
+# --- Sentence explorer ------------------------------------------------------------------------
+
+
+def test_sentence_explorer():
+    at = ok(run("explorer"))
+    assert len(charts(at)) == 2 and len(at.dataframe) == 4  # profile + heatmap; nearest tokens per layer
+    l0 = frame(at, 0)  # nearest tokens to the first "bank" in L0: the other "bank", cosine 1
+    assert "bank" in l0["token"][0] and l0["cosine"][0] == pytest.approx(1.0)
+    at.radio(key="heat_layer").set_value("2").run()
+    at.selectbox(key="focus").set_value(0).run()
+    assert len(charts(ok(at))) == 2
+
+
+def test_sentence_explorer_bad_input():
+    at = run("explorer")
+    at.text_area(key="text").input("").run()
+    assert "Type some text" in texts(ok(at).warning)
+    at.text_area(key="text").input("This is a sentence with words. " * 30).run()
+    assert "tokens; the first" in texts(ok(at).info) and len(charts(at)) == 2
+
+
+# --- Model ------------------------------------------------------------------------------------
+
+
+def test_model_page_random_and_checkpoint(tmp_path):
+    import torch
+
+    from probing_lab.elmo import ElmoBiLM, get_preset, save_checkpoint
+
+    at = ok(run("model"))
+    assert "random init cpu-tiny" in texts(at.markdown)
+    at.selectbox(key="preset").select("cpu-tiny")
+    at.number_input(key="seed").set_value(3)
+    at.button(key="use").click().run()
+    ok(at)
+    assert "Now using random:cpu-tiny (seed 3)" in texts(at.success)
+    assert at.session_state["model_spec"].seed == 3
+
+    model = ElmoBiLM(get_preset("cpu-tiny"))
+    model.reset_parameters(torch.Generator().manual_seed(1))
+    save_checkpoint(model, tmp_path / "ckpt", card={"name": "test-card"})
+    at.radio(key="kind").set_value("Another checkpoint directory").run()
+    at.text_input(key="checkpoint").input(str(tmp_path / "ckpt")).run()
+    at.button(key="use").click().run()
+    ok(at)
+    assert "Now using checkpoint:" in texts(at.success)
+    assert any("test-card" in str(j.value) for j in at.json)
+
+
+def test_model_page_errors(tmp_path):
+    at = run("model")
+    at.radio(key="kind").set_value("Released ELMo (options.json + weights.hdf5)").run()
+    assert "Give both paths" in texts(ok(at).warning)
+    at.text_input(key="options").input(str(tmp_path / "options.json"))
+    at.text_input(key="weights").input(str(tmp_path / "weights.hdf5")).run()
+    assert "No such file" in texts(ok(at).warning)
+    (tmp_path / "options.json").write_text('{"lstm": {}}')
+    (tmp_path / "weights.hdf5").write_bytes(b"not hdf5")
+    at.run()  # the files exist now: the button is enabled
+    at.button(key="use").click().run()
+    assert "Could not load released ELMo" in texts(ok(at).error)
+    at.radio(key="kind").set_value("Another checkpoint directory").run()
+    at.text_input(key="checkpoint").input(str(tmp_path)).run()
+    at.button(key="use").click().run()
+    assert "no options.json" in texts(ok(at).error) or "no model.safetensors" in texts(at.error)
+    at.radio(key="kind").set_value("Early snapshot (data/models/elmo-lab-early)").run()
+    ok(at)
+
+
+def test_every_page_survives_a_broken_model(monkeypatch):
+    monkeypatch.setenv("PROBING_LAB_MODEL", "/nonexistent/model")
+    for page in PAGES:
+        if page == "probes":
+            continue  # reads run folders only
+        at = ok(run(page))
+        if page != "clustering" or have("ud-english-ewt", "en_ewt-ud-dev.conllu"):
+            assert "Could not load checkpoint /nonexistent/model" in texts(at.error), page
+
+
+# --- launcher ---------------------------------------------------------------------------------
+
+
+def test_launch_checks_and_command(tmp_path):
+    import launch
+
+    assert launch.check_model(None) is None and launch.check_model("random:cpu-tiny") is None
+    assert "unknown preset" in launch.check_model("random:nope")
+    assert "no such directory" in launch.check_model(str(tmp_path / "missing"))
+    assert "no model.safetensors" in launch.check_model(str(tmp_path))
+    assert launch.run_app(0, "random:nope") == 2
+    cmd = launch.streamlit_command(8599)
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("Home.py")
+    for flag, value in (("--server.headless", "true"), ("--server.fileWatcherType", "none"),
+                        ("--server.port", "8599"), ("--server.address", "127.0.0.1")):
+        assert cmd[cmd.index(flag) + 1] == value
+    assert 1024 < launch.free_port() < 65536
