@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import tarfile
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,3 +34,21 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def deb_members(path: str | Path) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every file in a Debian package: an ``ar`` archive holding ``data.tar.*``.
+    Raises ValueError when the file is not one."""
+    raw = Path(path).read_bytes()
+    if not raw.startswith(b"!<arch>\n"):
+        raise ValueError(f"{path}: not a Debian package (no 'ar' header)")
+    pos = 8
+    while pos + 60 <= len(raw):  # ar members: 60-byte header (name 16, ..., size at 48:58), body padded to even
+        name = raw[pos : pos + 16].decode().strip().rstrip("/")
+        size = int(raw[pos + 48 : pos + 58].decode().strip())
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(raw[pos + 60 : pos + 60 + size])) as tar:
+                for member in tar.getmembers():
+                    if member.isfile():
+                        yield member.name, tar.extractfile(member).read()
+        pos += 60 + size + size % 2

@@ -19,11 +19,10 @@ the example's position in the gloss; ``source`` is ``wordnet-3.0/<noun|verb|adj|
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
 from pathlib import Path
 
+from ..fileio import deb_members
 from ..text import tokenize
 from .records import DatasetFormatError, Sentence, Token
 
@@ -87,21 +86,11 @@ def _wordnet_texts(path: Path, names: tuple = WORDNET_FILES) -> dict[str, str]:
     """{``data.noun``: text, ...} from a ``wordnet-base*.deb`` or a folder like /usr/share/wordnet."""
     if path.is_dir():
         return {n: (path / n).read_text(encoding="utf-8", errors="replace") for n in names if (path / n).is_file()}
-    raw = path.read_bytes()
-    if not raw.startswith(b"!<arch>\n"):
-        raise DatasetFormatError(f"{path}: not a Debian package (no 'ar' header)")
-    out, pos = {}, 8
-    while pos + 60 <= len(raw):  # ar members: 60-byte header (name 16, ..., size at 48:58), body padded to even
-        name = raw[pos:pos + 16].decode().strip().rstrip("/")
-        size = int(raw[pos + 48:pos + 58].decode().strip())
-        if name.startswith("data.tar"):
-            with tarfile.open(fileobj=io.BytesIO(raw[pos + 60:pos + 60 + size])) as tar:
-                for m in tar.getmembers():
-                    base = m.name.rsplit("/", 1)[-1]
-                    if m.isfile() and base in names and "wordnet" in m.name:
-                        out[base] = tar.extractfile(m).read().decode("utf-8", errors="replace")
-        pos += 60 + size + size % 2
-    return out
+    try:
+        return {name.rsplit("/", 1)[-1]: data.decode("utf-8", errors="replace") for name, data in deb_members(path)
+                if name.rsplit("/", 1)[-1] in names and "wordnet" in name}
+    except ValueError as e:
+        raise DatasetFormatError(str(e)) from None
 
 
 def read_wordnet_examples(path: str | Path) -> list[Sentence]:

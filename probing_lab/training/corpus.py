@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
-from ..fileio import atomic_path
+from ..fileio import atomic_path, deb_members
 from ..text import split_and_tokenize, tokenize
 from .vocab import Vocabulary
 
@@ -201,22 +201,10 @@ def _member_documents(source: str, name: str, data: bytes) -> Iterator[Document]
 
 
 def _deb_members(path: Path) -> Iterator[tuple[str, bytes]]:
-    """A Debian package is an ``ar`` archive holding ``data.tar.*``."""
-    raw = path.read_bytes()
-    if not raw.startswith(b"!<arch>\n"):
-        raise CorpusError(f"{path}: not a Debian package (no ar header)")
-    pos = 8
-    while pos + 60 <= len(raw):
-        header = raw[pos : pos + 60]
-        name = header[:16].decode().strip().rstrip("/")
-        size = int(header[48:58].decode().strip())
-        body = raw[pos + 60 : pos + 60 + size]
-        pos += 60 + size + (size % 2)
-        if name.startswith("data.tar"):
-            with tarfile.open(fileobj=io.BytesIO(body)) as tar:
-                for member in tar.getmembers():
-                    if member.isfile():
-                        yield member.name, tar.extractfile(member).read()
+    try:
+        yield from deb_members(path)
+    except ValueError as e:
+        raise CorpusError(str(e)) from None
 
 
 def _archive_members(path: Path) -> Iterator[tuple[str, bytes]]:
