@@ -352,6 +352,7 @@ def test_unknown_name_or_split():
 
 
 def test_missing_dataset_messages(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "repo")  # no ../shared or ../registry next to it
     with pytest.raises(DatasetMissingError) as err:
         load_dataset("ewt", "dev", tmp_path)
     msg = str(err.value)
@@ -373,7 +374,6 @@ def test_missing_dataset_messages(tmp_path, monkeypatch):
     assert str(tmp_path / "no-wordnet") in msg and "$PROBING_LAB_DATA" in msg
 
     monkeypatch.delenv("PROBING_LAB_DATA")
-    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "repo")  # no ../shared/datasets next to it
     with pytest.raises(DatasetMissingError, match=r"no data directory: pass --data-dir or set \$PROBING_LAB_DATA"):
         load_dataset("gum", "dev")
 

