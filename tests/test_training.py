@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from probing_lab.cli import main
-from probing_lab.elmo import Embedder, load_checkpoint
+from probing_lab.elmo import ElmoOptions, Embedder, load_checkpoint
 from probing_lab.training.corpus import CorpusError, build_corpus, strip_tags, strip_wiki_markup
 from probing_lab.training.data import TokenTable, WindowStream, read_sentences
 from probing_lab.training.softmax import LogUniformSampler, SoftmaxHead, log_uniform_table
@@ -157,7 +157,6 @@ def test_windows_are_contiguous_next_token_streams(tmp_path):
 
 
 def test_state_carried_across_windows_equals_one_long_window():
-    from probing_lab.elmo import ElmoOptions
     from probing_lab.elmo.bilm import ElmoBiLM
 
     torch.manual_seed(0)
@@ -205,8 +204,38 @@ def test_run_directory_is_not_overwritten_and_resume_checks_the_config(corpus_di
     train(config, corpus_dir, tmp_path / "run", progress=False)
     with pytest.raises(TrainingError, match="--resume"):
         train(config, corpus_dir, tmp_path / "run", progress=False)
-    with pytest.raises(TrainingError, match="differs"):
+    with pytest.raises(TrainingError, match=r"differs from the config given in \['lr'\]"):
         train(tiny_config(max_steps=2, lr=0.5), corpus_dir, tmp_path / "run", resume=True, progress=False)
+    # bookkeeping (threads, logging, checkpoint cadence) may change on resume; the math may not
+    longer = tiny_config(max_steps=3, log_every=5, threads=2, checkpoint_every_steps=7)
+    with pytest.raises(TrainingError, match=r"\['max_steps'\]"):
+        train(longer, corpus_dir, tmp_path / "run", resume=True, progress=False)
+    summary = train(tiny_config(max_steps=2, log_every=5, checkpoint_every_minutes=1.0), corpus_dir, tmp_path / "run",
+                    resume=True, progress=False)
+    assert summary["step"] == 2
+
+
+def test_warm_start_keeps_the_encoder_while_frozen_then_trains_it(corpus_dir, tmp_path):
+    train(tiny_config(max_steps=3), corpus_dir, tmp_path / "first", progress=False)
+    source = export_encoder(tmp_path / "first", tmp_path / "model", dtype=torch.float32)
+    before = load_checkpoint(source).state_dict()
+    warm = tiny_config(max_steps=4, init_from=str(source), freeze_encoder_steps=2, seed=1)
+    train(warm, corpus_dir, tmp_path / "warm", progress=False, stop_after=2)
+    frozen, _ = load_lm(tmp_path / "warm")
+    for name, p in frozen.bilm.state_dict().items():
+        assert torch.equal(p, before[name]), name  # two frozen steps: the encoder is untouched
+    train(warm, corpus_dir, tmp_path / "warm", resume=True, progress=False)
+    trained, _ = load_lm(tmp_path / "warm")
+    assert any(not torch.equal(p, before[n]) for n, p in trained.bilm.state_dict().items())
+    torch.manual_seed(warm.seed)  # the warm run's softmax before its first step
+    initial = BiLanguageModel(ElmoOptions.from_dict(TINY_MODEL), trained.softmax.weight.shape[0]).softmax.weight
+    assert not torch.equal(frozen.softmax.weight, initial)  # the softmax learned while the encoder waited
+
+    other = dict(TINY_MODEL, lstm=dict(TINY_MODEL["lstm"], dim=32))
+    with pytest.raises(TrainingError, match="options differ"):
+        train(tiny_config(model=other, init_from=str(source)), corpus_dir, tmp_path / "bad", progress=False)
+    with pytest.raises(TrainingError, match="freeze_encoder_steps needs init_from"):
+        tiny_config(freeze_encoder_steps=2).check("config")
 
 
 def test_a_half_written_checkpoint_never_replaces_the_last_good_one(corpus_dir, tmp_path):
