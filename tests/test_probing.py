@@ -84,6 +84,24 @@ def test_torch_probe_agrees_with_scikit_learn_logistic_regression():
     assert torch_clf.predict_proba(Xt).shape == (500, 4)
 
 
+def test_lbfgs_probe_reaches_the_logistic_regression_optimum():
+    """Full-batch L-BFGS with weight_decay = 1 / (C N) minimises LogisticRegression's own objective:
+    the same predictions, and the same training loss."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _blobs(noise=3.0)
+    X = (X - X[:1500].mean(0)) / X[:1500].std(0)  # the probe standardises; give sklearn the same inputs
+    probe = fit_probe(X[:1500], y[:1500], X[:1500], y[:1500], 4,
+                      ProbeConfig(optimizer="lbfgs", weight_decay=1 / 1500, epochs=30, patience=30))
+    sk = LogisticRegression(C=1.0, max_iter=5000, tol=1e-8).fit(X[:1500], y[:1500])
+    assert (probe.predict(X[1500:]) == sk.predict(X[1500:])).mean() > 0.99
+    p_torch = probe.predict_proba(X[:1500])[np.arange(1500), y[:1500]]
+    p_sk = sk.predict_proba(X[:1500])[np.arange(1500), y[:1500]]
+    assert abs(np.log(p_torch).mean() - np.log(p_sk).mean()) < 1e-3
+    with pytest.raises(ValueError, match="adam or lbfgs"):
+        ProbeConfig.from_dict({"optimizer": "sgd"})
+
+
 def test_torch_classifier_works_inside_scikit_learn_tools():
     from sklearn.model_selection import cross_val_score
 

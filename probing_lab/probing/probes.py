@@ -3,7 +3,7 @@
 ``fit_probe(X, y, X_dev, y_dev, n_classes, ProbeConfig(...))`` trains a softmax probe in torch
 (``kind``: ``linear``, ``mlp`` with one hidden layer, or ``rank``: a linear map through a
 ``rank``-dimensional bottleneck), with weight decay, a seed, and early stopping on dev
-accuracy. ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with ``mix=True``: a scalar mix
+accuracy (the learning rate decays on a plateau). ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with ``mix=True``: a scalar mix
 (``gamma * softmax(w)``) learned with the probe. Features are standardised with the training
 mean and deviation. :class:`TorchLinearClassifier` is the same probe behind scikit-learn's
 estimator API. :func:`online_codelength` is Voita & Titov's online-code MDL.
@@ -26,13 +26,16 @@ from torch import nn
 @dataclass(frozen=True)
 class ProbeConfig:
     kind: str = "linear"  # linear | mlp | rank
+    optimizer: str = "adam"  # adam (minibatches) | lbfgs (full batch; an "epoch" is ``lbfgs_steps`` iterations)
+    lbfgs_steps: int = 25
     hidden: int = 256  # mlp
     rank: int = 32  # rank
-    lr: float = 3e-3
+    lr: float = 1e-2
     weight_decay: float = 1e-5
-    epochs: int = 20
+    epochs: int = 40
     batch_size: int = 1024
-    patience: int = 3
+    patience: int = 4  # epochs without a better dev score before stopping
+    lr_decay: float = 0.7  # the learning rate is multiplied by this after each epoch without a better dev score
     seed: int = 0
     mix: bool = False
 
@@ -45,6 +48,8 @@ class ProbeConfig:
         config = cls(**data)
         if config.kind not in ("linear", "mlp", "rank"):
             raise ValueError(f"{where}: probe kind must be linear, mlp or rank, got {config.kind!r}")
+        if config.optimizer not in ("adam", "lbfgs"):
+            raise ValueError(f"{where}: probe optimizer must be adam or lbfgs, got {config.optimizer!r}")
         return config
 
 
@@ -119,19 +124,35 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
     g = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)
     module = _Probe(X_t.shape[-1], n_classes, config, X_t.shape[1] if config.mix else 1)
-    optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    if config.optimizer == "lbfgs":
+        optimizer = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=config.lbfgs_steps, history_size=20,
+                                      line_search_fn="strong_wolfe")
+    else:
+        optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    weights = [p for name, p in module.named_parameters() if name.endswith("weight")]
+
+    def full_batch_loss() -> torch.Tensor:
+        # L2 on the weights as in LogisticRegression (C = 1 / (weight_decay * N)), not on biases
+        optimizer.zero_grad()
+        loss = F.cross_entropy(module(X_t), y_t) + 0.5 * config.weight_decay * sum((w * w).sum() for w in weights)
+        loss.backward()
+        return loss
+
     best, best_state, bad, history = -1.0, None, 0, []
     epoch = 0
     batch_size = min(config.batch_size, max(32, len(X_t) // 16))  # small sets still get enough updates
     for epoch in range(1, config.epochs + 1):
         module.train()
-        order = torch.randperm(len(X_t), generator=g)
-        for i in range(0, len(order), batch_size):
-            idx = order[i : i + batch_size]
-            loss = F.cross_entropy(module(X_t[idx]), y_t[idx])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        if config.optimizer == "lbfgs":
+            optimizer.step(full_batch_loss)
+        else:
+            order = torch.randperm(len(X_t), generator=g)
+            for i in range(0, len(order), batch_size):
+                idx = order[i : i + batch_size]
+                loss = F.cross_entropy(module(X_t[idx]), y_t[idx])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
         module.eval()
         with torch.no_grad():
             acc = float((module(Xd).argmax(-1) == yd).float().mean()) if len(yd) else 0.0
@@ -142,6 +163,9 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
             bad += 1
             if bad >= config.patience:
                 break
+            if config.optimizer == "adam":
+                for group in optimizer.param_groups:  # a plateau: smaller steps settle into the optimum
+                    group["lr"] *= config.lr_decay
     module.load_state_dict(best_state)
     return TrainedProbe(module, mean, std, n_classes, epoch, best, history)
 
@@ -167,9 +191,10 @@ class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
     """The torch probe with scikit-learn's estimator API (``fit``/``predict``/``predict_proba``/
     ``score``, usable in pipelines and cross-validation); early stopping on a held-out tenth."""
 
-    def __init__(self, kind: str = "linear", lr: float = 3e-3, weight_decay: float = 1e-5, epochs: int = 20,
-                 batch_size: int = 1024, patience: int = 3, seed: int = 0, validation_fraction: float = 0.1):
-        self.kind, self.lr, self.weight_decay, self.epochs = kind, lr, weight_decay, epochs
+    def __init__(self, kind: str = "linear", lr: float = 1e-2, weight_decay: float = 1e-5, epochs: int = 40,
+                 batch_size: int = 1024, patience: int = 4, seed: int = 0, validation_fraction: float = 0.1,
+                 optimizer: str = "adam"):
+        self.kind, self.lr, self.weight_decay, self.epochs, self.optimizer = kind, lr, weight_decay, epochs, optimizer
         self.batch_size, self.patience, self.seed, self.validation_fraction = batch_size, patience, seed, validation_fraction
 
     def fit(self, X, y) -> "TorchLinearClassifier":
@@ -179,7 +204,7 @@ class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
         n_val = max(1, int(len(X) * self.validation_fraction))
         val, tr = order[:n_val], order[n_val:]
         config = ProbeConfig(kind=self.kind, lr=self.lr, weight_decay=self.weight_decay, epochs=self.epochs,
-                             batch_size=self.batch_size, patience=self.patience, seed=self.seed)
+                             batch_size=self.batch_size, patience=self.patience, seed=self.seed, optimizer=self.optimizer)
         self.probe_ = fit_probe(X[tr], codes[tr], X[val], codes[val], len(self.classes_), config)
         return self
 
