@@ -210,11 +210,19 @@ def test_clustering_validates_the_sample():
 
 
 def _metrics(model: str, scores: list[float]) -> dict:
-    layers = {k: {"score": s, "control_score": s / 2, "selectivity": s / 2, "mdl_bits": 100.0}
+    layers = {k: {"score": s, "control_score": s / 2, "selectivity": s / 2, "mdl_bits": 100.0,
+                  "confusion": [[8, 2, 0], [1, 9, 0], [0, 5, 5]]}
               for k, s in zip(("0", "1", "2", "mix"), scores)}
     return {"task": "upos", "experiment": "pos_ewt", "dataset": "ewt", "model": model,
             "splits": {"train": "train", "dev": "dev", "test": "test"}, "seed": 0, "layers": layers,
+            "labels": ["NOUN", "VERB", "ADJ"],
             "baselines": {"majority": 0.8, "random_init": {k: 0.5 for k in layers}}, "seconds": 1.0}
+
+
+def open_folder(at: AppTest, folder) -> AppTest:
+    at.radio(key="results_source").set_value("Another folder").run()
+    at.text_input(key="run_dir").input(str(folder)).run()
+    return ok(at)
 
 
 def test_probes_compare_models(tmp_path):
@@ -224,23 +232,42 @@ def test_probes_compare_models(tmp_path):
         (tmp_path / name / "metrics.json").write_text(json.dumps(_metrics(model, scores)))
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "metrics.json").write_text("{not json")
-    at = run("probes")
-    at.text_input(key="run_dir").input(str(tmp_path)).run()
-    ok(at)
+    at = open_folder(run("probes"), tmp_path)
     assert "Skipped unreadable runs" in texts(at.warning)
-    assert len(charts(at)) == 1
+    assert len(charts(at)) == 2  # the layer curves and the confusion matrix
     rows = frame(at)
     assert set(rows["model"]) == {"shipped:elmo-lab", "random:cpu-small (seed 0)"} and len(rows) == 8
+    per_label = frame(at, 1).set_index("label")
+    assert per_label.loc["ADJ", "accuracy"] == pytest.approx(0.5) and per_label.loc["ADJ", "most confused with"] == "VERB"
+    assert per_label.loc["VERB", "precision"] == pytest.approx(9 / 16) and per_label.loc["NOUN", "support"] == 10
     at.multiselect(key="runs").set_value([]).run()
     assert "Pick at least one run" in texts(ok(at).warning)
 
 
 def test_probes_without_runs(tmp_path):
-    at = run("probes")
-    at.text_input(key="run_dir").input(str(tmp_path / "nowhere")).run()
+    at = open_folder(run("probes"), tmp_path / "nowhere")
     assert "No folder" in texts(ok(at).warning)
     at.text_input(key="run_dir").input(str(tmp_path)).run()
     assert "No runs under" in texts(ok(at).info)
+
+
+@needs_ewt
+def test_probes_new_run_with_progress(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROBING_LAB_RUNS", str(tmp_path))
+    at = ok(run("probes"))
+    at.selectbox(key="new_experiment").set_value("pos_ewt")
+    at.number_input(key="new_limit").set_value(300)
+    at.checkbox(key="new_baselines").uncheck()
+    at.button(key="start_run").click().run()
+    ok(at)
+    assert "Wrote" in texts(at.success), texts(at.error)
+    (run_dir,) = tmp_path.glob("pos_ewt-*")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["model"].startswith("random") and "random_init" not in metrics["baselines"]
+    assert json.loads((run_dir / "experiment.json").read_text())["max_train_sentences"] == 300
+    assert 0 < metrics["layers"]["1"]["score"] <= 1 and len(metrics["layers"]["1"]["confusion"]) == metrics["n_labels"]
+    at.radio(key="results_source").set_value("Your runs (runs/probes)").run()
+    assert len(charts(ok(at))) == 2
 
 
 # --- Sentence explorer ------------------------------------------------------------------------

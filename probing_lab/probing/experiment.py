@@ -159,7 +159,9 @@ def _token_task(exp: Experiment, splits: dict[str, Split], with_controls: bool, 
         X_tr, X_dev, X_te = train.layer(key), dev.layer(key), test.layer(key)
         t0 = time.perf_counter()
         probe = fit_probe(X_tr, y["train"], X_dev, y["dev"], len(index), config)
-        entry = {"score": probe.accuracy(X_te, y["test"]), "dev_score": probe.dev_accuracy, "epochs": probe.epochs_run}
+        predicted = probe.predict(X_te)
+        entry = {"score": float((predicted == y["test"]).mean()), "dev_score": probe.dev_accuracy, "epochs": probe.epochs_run,
+                 "confusion": T.confusion_matrix(y["test"], predicted, len(index))}
         if probe.mix_weights() is not None:
             entry["mix_weights"] = probe.mix_weights()
         if control:
@@ -403,6 +405,26 @@ def metrics_rows(metrics: dict) -> list[dict]:
                      "mdl_bits": entry.get("mdl_bits"), "random_init": (metrics["baselines"].get("random_init") or {}).get(key),
                      "majority": metrics["baselines"].get("majority")})
     return rows
+
+
+def per_label_rows(metrics: dict, layer: str) -> list[dict]:
+    """A token task's test confusion at one layer -> per gold label: support, accuracy (recall),
+    precision and the label it is most often mistaken for. Empty for runs without a confusion matrix."""
+    confusion = metrics["layers"].get(layer, {}).get("confusion")
+    if not confusion:
+        return []
+    C = np.asarray(confusion)
+    labels = metrics["labels"]
+    rows = []
+    for i, label in enumerate(labels):
+        support, predicted_as = int(C[i].sum()), int(C[:, i].sum())
+        wrong = C[i].copy()
+        wrong[i] = 0
+        rows.append({"label": label, "support": support,
+                     "accuracy": float(C[i, i] / support) if support else None,
+                     "precision": float(C[i, i] / predicted_as) if predicted_as else None,
+                     "most confused with": labels[int(wrong.argmax())] if wrong.any() else ""})
+    return sorted(rows, key=lambda r: -r["support"])
 
 
 def write_run(run_dir: Path, exp: Experiment, metrics: dict) -> None:

@@ -60,3 +60,22 @@ def save_png(all_metrics: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def confusion_figure(metrics: dict, layer: str, max_labels: int = 25):
+    """Row-normalised test confusion of a token task at one layer (the most frequent labels)."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    C = np.asarray(metrics["layers"][layer]["confusion"], dtype=float)
+    keep = np.argsort(-C.sum(1), kind="stable")[:max_labels]
+    labels = [metrics["labels"][i] for i in keep]
+    C = C[np.ix_(keep, keep)]
+    share = C / np.maximum(C.sum(1, keepdims=True), 1)
+    name = f"L{layer}" if layer != "mix" else "mix"
+    fig = go.Figure(go.Heatmap(z=share, x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
+                               customdata=C, hovertemplate="gold %{y}, predicted %{x}: %{customdata:.0f} tokens (%{z:.1%})<extra></extra>"))
+    fig.update_layout(title=f"{metrics['experiment']} ({metrics['model']}), {name}: share of each gold label predicted as …",
+                      xaxis_title="predicted", yaxis_title="gold", yaxis_autorange="reversed", template="plotly_white",
+                      height=max(380, 22 * len(labels) + 140))
+    return fig

@@ -58,6 +58,15 @@ class LabelIndex:
         return np.array([self.index.get(l, len(self.labels)) for l in labels], dtype=np.int64)
 
 
+def confusion_matrix(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> list[list[int]]:
+    """``C[g][p]``: how many tokens of gold label ``g`` were predicted ``p`` (gold labels unseen in
+    training, encoded as ``n_labels``, are left out)."""
+    gold, predicted = np.asarray(gold), np.asarray(predicted)
+    keep = gold < n_labels
+    counts = np.bincount(gold[keep] * n_labels + predicted[keep], minlength=n_labels * n_labels)
+    return counts.reshape(n_labels, n_labels).tolist()
+
+
 def _unit_hash(seed: int, word: str) -> float:
     digest = hashlib.sha256(f"{seed}\x1f{word}".encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
