@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,13 +219,28 @@ def projection_choice(key: str) -> str:
     return {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}[label]
 
 
+@st.cache_resource(show_spinner=False)
+def _umap_warmer() -> threading.Thread:
+    """One background thread per process that pays UMAP's numba compilation (about a minute)."""
+    from probing_lab.analysis import warm_up_umap
+
+    thread = threading.Thread(target=warm_up_umap, name="umap-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def warm_umap_in_background() -> None:
+    """Start compiling UMAP now (pages that offer it call this), so that choosing it later is quick."""
+    _umap_warmer()
+
+
 def projection(X, method: str, seed: int = 0):
-    """``(N, dim)`` -> ``(N, 2)``, cached; pays UMAP's one-off compilation under a spinner."""
-    from probing_lab.analysis import umap_is_warm, warm_up_umap
+    """``(N, dim)`` -> ``(N, 2)``, cached; waits for UMAP's one-off compilation under a spinner."""
+    from probing_lab.analysis import umap_is_warm
 
     if method == "umap" and not umap_is_warm():
         with st.spinner("Compiling UMAP (numba) for the first time in this process, about a minute…"):
-            warm_up_umap()
+            _umap_warmer().join()
     return _projection(X, method, seed)
 
 

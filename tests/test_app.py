@@ -193,6 +193,17 @@ def test_clustering_colourings_and_csv():
 
 
 @needs_ewt
+def test_clustering_umap_after_the_background_warm_up():
+    from probing_lab.analysis import umap_is_warm
+
+    at = run("clustering")  # the page starts compiling UMAP in the background
+    at.number_input(key="n_sentences").set_value(10)
+    at.multiselect(key="layers").set_value(["0", "1"])
+    at.radio(key="cluster_method").set_value("UMAP").run()
+    assert len(charts(ok(at))) == 2 and umap_is_warm()
+
+
+@needs_ewt
 def test_clustering_validates_the_sample():
     at = run("clustering")
     at.number_input(key="n_sentences").set_value(100_000).run()

@@ -23,6 +23,7 @@ COLOURS = {"UPOS": "upos", "dependency relation": "deprel", "frequency (EWT trai
 PUNCT = "PUNCT"
 
 lab_ui.page("Layer clustering")
+lab_ui.warm_umap_in_background()  # PCA is shown at once; UMAP compiles meanwhile
 st.markdown("Tokens of a random sample of EWT dev sentences, one map per layer. Hover a point to see the token "
             "in its sentence.")
 
