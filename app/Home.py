@@ -14,10 +14,12 @@ import figures
 import lab_ui
 from probing_lab.analysis import collect, cosine_matrix, layer_label
 
+# A minimal triple: the words before "bank" are the same, only what follows tells the sense, so a
+# difference between the pairs comes from sense, not from syntax or the neighbouring words.
 BANK = [
-    ("I paid the cheque into my account at the bank.", "money"),
-    ("The bank raised its interest rates again.", "money"),
-    ("We had a picnic on the grassy bank of the river.", "river"),
+    ("I walked to the bank to deposit my wages.", "money"),
+    ("I walked to the bank to ask for a loan.", "money"),
+    ("I walked to the bank to fish in the river.", "river"),
 ]
 
 lab_ui.page("ELMo probing lab: a tour")
@@ -55,14 +57,22 @@ with lab_ui.friendly_errors("The live example"):
     st.dataframe({"layer": [layer_label(k) for k in vectors],
                   "A·B same sense": [round(same[k], 4) for k in vectors],
                   "A·C / B·C different senses": [round(different[k], 4) for k in vectors]}, hide_index=True)
+    upper = [k for k in ("1", "2") if k in vectors]
+    closer = [k for k in upper if same[k] > different[k]]
+    verdict = (f"In this model the two money senses are closer to each other than to the river bank in "
+               f"{' and '.join(layer_label(k) for k in closer)}" if closer else
+               "In this model the money pair is **not** closer than the river pairs in L1 or L2")
+    gaps = ", ".join(f"{layer_label(k)} {same[k] - different[k]:+.4f}" for k in upper)
     st.markdown(
         f"""
 **Read it like this.** In **L0** every cosine is **1.000**: the character CNN sees only the letters
 b-a-n-k, so all three "bank"s get the identical vector and no sense can be told apart. In L1 and L2
-the vectors depend on the whole sentence; with a trained model the two money senses stay closer to each
-other than to the river bank. A randomly initialised model also gives different vectors per
-context (its LSTMs mix in the neighbours), but nothing in them reflects meaning: compare models on the
-**Model** page. Current model: `{bundle.name}`.
+the vectors depend on the whole sentence: here only the words *after* "bank" differ, which the
+backward half of the biLM reads. {verdict} (same-sense minus different-sense cosine: {gaps}).
+Three sentences are an anecdote: the **Polysemy** page measures the separation over many contexts
+(silhouette, nearest-neighbour sense accuracy against chance). A randomly initialised model also gives
+different vectors per context (its LSTMs mix in the neighbours), but nothing in them reflects meaning:
+compare models on the **Model** page. Current model: `{bundle.name}`.
 """
     )
 
@@ -73,8 +83,8 @@ st.markdown(
   2-D map coloured by sense, a cosine heatmap, silhouette and nearest-neighbour sense accuracy.
 - **Layer clustering**: tokens of a treebank sample (UD English-EWT dev) per layer, coloured by part of
   speech, dependency relation, frequency or out-of-vocabulary; CSV export.
-- **Probes**: layer curves of the probe experiments under `runs/probes/` (accuracy, control task,
-  random-init baseline), several models side by side.
+- **Probes**: layer curves of the probe experiments (the results shipped with the lab, or your runs under
+  `runs/probes/`): accuracy, control task, random-init baseline, confusion matrix; start a new run.
 - **Sentence explorer**: token-by-token similarity inside your own text, per layer.
 - **Model**: the shipped model, the early snapshot, a random-init model or a released ELMo.
 """
@@ -85,6 +95,8 @@ with lab_ui.friendly_errors("The model card"):
     bundle = lab_ui.get_bundle()
     st.markdown(f"`{bundle.name}`: {bundle.parameters:,} parameters, layer width {bundle.embedder.dim}.")
     if bundle.card:
-        st.json(bundle.card, expanded=False)
+        st.dataframe(lab_ui.card_summary(bundle.card), hide_index=True)
+        with st.expander("The whole model card (JSON)"):
+            st.json(bundle.card, expanded=False)
     else:
         st.info("This model has no model card (random-init models and released ELMo weights come without one).")

@@ -126,6 +126,21 @@ def _load_bundle(model: Optional[str], options: Optional[str], weights: Optional
                   loaded.model.options.to_dict(), loaded.model.count_parameters())
 
 
+def card_summary(card: dict) -> list[dict]:
+    """The facts of a model card a reader wants first, as rows (missing ones are left out)."""
+    training, heldout, corpus = card.get("training") or {}, card.get("heldout") or {}, card.get("corpus") or {}
+    rows = [("name", card.get("name")), ("description", card.get("description")),
+            ("parameters", f"{card['parameters']:,}" if card.get("parameters") else None),
+            ("training steps", f"{training['step']:,}" if training.get("step") else None),
+            ("token positions seen", f"{training['tokens_seen']:,}" if training.get("tokens_seen") else None),
+            ("training time", f"{training['wall_time_s'] / 3600:.2f} h" if training.get("wall_time_s") else None),
+            ("corpus", f"{corpus['train_tokens']:,} tokens from {', '.join(sorted(corpus.get('sources', {})))}"
+             if corpus.get("train_tokens") else None),
+            ("heldout perplexity (forward / backward)",
+             f"{heldout['perplexity_forward']:.1f} / {heldout['perplexity_backward']:.1f}" if heldout.get("perplexity_forward") else None)]
+    return [{"": k, "value": str(v)} for k, v in rows if v is not None]
+
+
 def model_error(spec: ModelSpec, error: Exception) -> str:
     return f"Could not load {spec.label}: {error}"
 

@@ -108,6 +108,12 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
     if shipped_model_dir() is None:
         assert "randomly initialised" in texts(at.warning)
     assert len(charts(at)) == 1
+    if shipped_model_dir() is not None:  # the lab's own model: a finding, and its card in words
+        table = frame(at)
+        closer = table["A·B same sense"][1] > table["A·C / B·C different senses"][1]
+        assert ("money senses are closer" in texts(at.markdown)) == closer  # the text says what the numbers say
+        card = dict(zip(frame(at, 1)[""], frame(at, 1)["value"]))
+        assert card["name"] == "elmo-lab" and "/" in card["heldout perplexity (forward / backward)"]
 
 
 # --- Polysemy ---------------------------------------------------------------------------------
@@ -125,6 +131,20 @@ def test_polysemy_builtin_bank():
     assert "Why L0 collapses" in texts(at.markdown)
     at.radio(key="poly_method").set_value("t-SNE").run()
     assert len(charts(ok(at))) == 2 and "TSNE per layer" in str(charts(at)[0].proto.spec)
+
+
+def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
+    from probing_lab.models import shipped_model_dir
+
+    if shipped_model_dir() is None:
+        pytest.skip("the shipped model is not in this checkout")
+    monkeypatch.delenv("PROBING_LAB_MODEL")
+    table = frame(ok(run("polysemy"))).set_index("layer")
+    chance = float(table.loc["L0", "chance"])
+    assert float(table.loc["L0", "1-NN sense accuracy (LOO)"]) == pytest.approx(chance)  # one vector per spelling
+    for layer in ("L1", "L2"):  # the trained layers tell the 8 money from the 8 river contexts
+        assert float(table.loc[layer, "1-NN sense accuracy (LOO)"]) > chance + 0.15
+        assert float(table.loc[layer, "silhouette (cosine)"]) > 0.1
 
 
 def test_polysemy_typed_sentences_with_a_missing_target():
