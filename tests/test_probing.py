@@ -256,6 +256,9 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         e = metrics["layers"]["1"]
         assert e["selectivity"] == pytest.approx(e["score"] - e["control_score"])
         assert e["mdl_bits"] > 0
+        C = np.array(e["confusion"])  # test tokens by gold x predicted label; its diagonal is the score
+        assert C.shape == (metrics["n_labels"],) * 2 and C.sum() <= metrics["tokens"]["test"]
+        assert np.trace(C) / metrics["tokens"]["test"] == pytest.approx(e["score"])
     for name in ("table.md", "table.csv", "plot.png", "plot.html", "seed.txt"):
         assert (run / name).is_file(), name
     assert "| " + task in report([run])
@@ -300,3 +303,18 @@ def test_head_selection_accuracy_by_hand():
     labels = np.array([1, 0, 0, 1, 0, 0])  # the gold head comes first in each group
     groups = np.array([0, 0, 0, 1, 1, 1])
     assert _group_accuracy(scores, labels, groups) == 0.5
+
+
+def test_confusion_matrix_and_per_label_rows_by_hand():
+    from probing_lab.probing.experiment import per_label_rows
+
+    gold = np.array([0, 0, 0, 1, 1, 2, 3])  # 3 = a test label unseen in training (index n): left out
+    pred = np.array([0, 1, 0, 1, 1, 1, 0])
+    C = T.confusion_matrix(gold, pred, 3)
+    assert C == [[2, 1, 0], [0, 2, 0], [0, 1, 0]]
+    rows = {r["label"]: r for r in per_label_rows({"labels": ["NOUN", "VERB", "ADJ"], "layers": {"1": {"confusion": C}}}, "1")}
+    assert rows["NOUN"]["accuracy"] == pytest.approx(2 / 3) and rows["NOUN"]["most confused with"] == "VERB"
+    assert rows["VERB"]["precision"] == pytest.approx(2 / 4) and rows["ADJ"]["accuracy"] == 0.0
+    assert rows["ADJ"]["precision"] is None  # never predicted
+    assert [r["label"] for r in per_label_rows({"labels": ["NOUN", "VERB", "ADJ"], "layers": {"1": {"confusion": C}}}, "1")] == ["NOUN", "VERB", "ADJ"]
+    assert per_label_rows({"labels": [], "layers": {"1": {"score": 0.5}}}, "1") == []
