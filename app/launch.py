@@ -45,6 +45,23 @@ def check_model(model: Optional[str]) -> Optional[str]:
     return None
 
 
+def wait_until_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120.0) -> bool:
+    """Poll Streamlit's health endpoint until it answers "ok" (True), or the process exits or the
+    time is up (False)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
+                if r.read().strip() == b"ok":
+                    return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
 def streamlit_command(port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(HOME),
             "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),

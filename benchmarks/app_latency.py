@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,15 +97,8 @@ def main() -> None:
         server = subprocess.Popen(launch.streamlit_command(port), cwd=ROOT, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                        if r.read().strip() == b"ok":
-                            break
-                except OSError:
-                    if server.poll() is not None:
-                        raise SystemExit("Streamlit exited during start-up")
-                    time.sleep(0.05)
+            if not launch.wait_until_healthy(url, server, timeout_s=180):
+                raise SystemExit("Streamlit did not come up (run `probing-lab app` to see why)")
             t_server = time.perf_counter() - t0
             page.goto(url)
             page.get_by_text("Live: one word, three sentences").wait_for(timeout=180_000)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -46,19 +44,10 @@ def app_url():
     log = open(ARTIFACTS / "streamlit.log", "w")
     process = subprocess.Popen(launch.streamlit_command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            process.kill()
-            log.close()
-            pytest.fail(f"Streamlit did not come up on {url} (see artifacts/streamlit.log)")
-        time.sleep(0.5)
+    if not launch.wait_until_healthy(url, process, timeout_s=120):
+        process.kill()
+        log.close()
+        pytest.fail(f"Streamlit did not come up on {url} (see artifacts/streamlit.log)")
     yield url
     process.terminate()
     try:
