@@ -282,6 +282,14 @@ def test_probes_without_runs(tmp_path):
     assert "No runs under" in texts(ok(at).info)
 
 
+def test_probes_shipped_results_are_shown():
+    at = ok(run("probes"))
+    assert at.radio(key="results_source").value == "Results shipped with the lab"
+    experiments = at.selectbox(key="experiment").options
+    assert any(e.startswith("pos_ewt") for e in experiments), experiments
+    assert len(charts(at)) >= 1 and "shipped" in " ".join(frame(at)["model"])
+
+
 @needs_ewt
 def test_probes_new_run_with_progress(tmp_path, monkeypatch):
     monkeypatch.setenv("PROBING_LAB_RUNS", str(tmp_path))
