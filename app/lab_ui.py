@@ -235,18 +235,14 @@ def projection_choice(key: str) -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def _umap_warmer() -> threading.Thread:
-    """One background thread per process that pays UMAP's numba compilation (about a minute)."""
+def warm_umap_in_background() -> threading.Thread:
+    """One background thread per process that pays UMAP's numba compilation (about a minute); pages
+    that offer UMAP start it when they open, so that choosing it later is quick."""
     from probing_lab.analysis import warm_up_umap
 
     thread = threading.Thread(target=warm_up_umap, name="umap-warm-up", daemon=True)
     thread.start()
     return thread
-
-
-def warm_umap_in_background() -> None:
-    """Start compiling UMAP now (pages that offer it call this), so that choosing it later is quick."""
-    _umap_warmer()
 
 
 def projection(X, method: str, seed: int = 0):
@@ -255,7 +251,7 @@ def projection(X, method: str, seed: int = 0):
 
     if method == "umap" and not umap_is_warm():
         with st.spinner("Compiling UMAP (numba) for the first time in this process, about a minute…"):
-            _umap_warmer().join()
+            warm_umap_in_background().join()
     return _projection(X, method, seed)
 
 

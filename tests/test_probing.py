@@ -312,9 +312,10 @@ def test_confusion_matrix_and_per_label_rows_by_hand():
     pred = np.array([0, 1, 0, 1, 1, 1, 0])
     C = T.confusion_matrix(gold, pred, 3)
     assert C == [[2, 1, 0], [0, 2, 0], [0, 1, 0]]
-    rows = {r["label"]: r for r in per_label_rows({"labels": ["NOUN", "VERB", "ADJ"], "layers": {"1": {"confusion": C}}}, "1")}
+    ordered = per_label_rows({"labels": ["NOUN", "VERB", "ADJ"], "layers": {"1": {"confusion": C}}}, "1")
+    rows = {r["label"]: r for r in ordered}
     assert rows["NOUN"]["accuracy"] == pytest.approx(2 / 3) and rows["NOUN"]["most confused with"] == "VERB"
     assert rows["VERB"]["precision"] == pytest.approx(2 / 4) and rows["ADJ"]["accuracy"] == 0.0
     assert rows["ADJ"]["precision"] is None  # never predicted
-    assert [r["label"] for r in per_label_rows({"labels": ["NOUN", "VERB", "ADJ"], "layers": {"1": {"confusion": C}}}, "1")] == ["NOUN", "VERB", "ADJ"]
+    assert [r["label"] for r in ordered] == ["NOUN", "VERB", "ADJ"]  # by support
     assert per_label_rows({"labels": [], "layers": {"1": {"score": 0.5}}}, "1") == []

@@ -31,7 +31,6 @@ st.markdown(
 )
 
 
-
 def new_run_form() -> None:
     """Start an experiment of probes/ on the model chosen on the Model page, with a progress bar."""
     files = sorted((lab_ui.ROOT / "probes").glob("*.toml"))
