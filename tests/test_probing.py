@@ -14,7 +14,7 @@ from probing_lab.elmo import ElmoBiLM, save_checkpoint
 from probing_lab.elmo.weights import load_checkpoint
 from probing_lab.features.cache import ElmoEncoder, extract_features
 from probing_lab.probing import tasks as T
-from probing_lab.probing.experiment import Experiment, ExperimentError, report, run_experiment
+from probing_lab.probing.experiment import Experiment, ExperimentError, load_metrics, report, run_experiment
 from probing_lab.probing.probes import ProbeConfig, TorchLinearClassifier, fit_probe, online_codelength
 from tests.test_training import TINY_MODEL
 
@@ -286,6 +286,30 @@ def test_word_sense_set_whose_lemmas_have_one_sense_is_an_error(tmp_path):
     with pytest.raises(ExperimentError, match="one sense"):
         run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=tmp_path / "data",
                        cache_dir=tmp_path / "cache", progress=False, log=lambda m: None)
+
+
+def test_word_sense_run_counts_single_sense_lemmas_and_backs_off_to_their_sense(tmp_path):
+    from probing_lab.datasets.wsd import COARSEWSD_WORDS
+
+    root = tmp_path / "data" / "wsd" / "CoarseWSD-20"
+    for word in COARSEWSD_WORDS:  # "all" reads the 20 words; only bank has two senses here
+        two = word == "bank"
+        (root / word).mkdir(parents=True)
+        (root / word / "classes_map.txt").write_text(json.dumps({"0": f"{word}_a", "1": f"{word}_b"}))
+        for split in ("train", "test"):
+            (root / word / f"{split}.data.txt").write_text(f"1\tthe {word} lent money .\n1\ta {word} by the river .\n")
+            (root / word / f"{split}.gold.txt").write_text("0\n1\n" if two else "0\n0\n")
+    ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
+    exp = {"name": "twenty_words", "task": "wsd_centroid", "dataset": "coarsewsd", "train": "all/train",
+           "dev": "all/train", "test": "all/test", "layers": [0, 1], "random_init": False}
+    run = run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=tmp_path / "data",
+                         cache_dir=tmp_path / "cache", progress=False, log=lambda m: None)
+    metrics = load_metrics(run)
+    assert metrics["single_sense_lemmas"] == 19  # a count, not the list (WordNet's would be 22k long)
+    assert metrics["single_sense_examples"] == sorted(w for w in COARSEWSD_WORDS if w != "bank")
+    assert metrics["baselines"]["majority"] == 39 / 40  # one sense for both "bank"s: one of 40 contexts wrong
+    # L0 gives both "bank"s one vector, so it cannot do better than one sense for both
+    assert metrics["layers"]["0"]["score"] == 39 / 40
 
 
 def test_sense_centroids_by_hand():

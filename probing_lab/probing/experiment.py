@@ -243,7 +243,9 @@ def _wsd_task(exp: Experiment, splits: dict[str, Split], log) -> tuple[dict, dic
         log(f"  layer {key}: F1 {score:.4f}")
     _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
     majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
-    return results, {"majority": majority, "lemmas": len(by_lemma), "single_sense_lemmas": single,
+    # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
+    return results, {"majority": majority, "lemmas": len(by_lemma), "single_sense_lemmas": len(single),
+                     "single_sense_examples": single[:20],
                      "instances": {"train": len(tr_senses), "test": len(te_senses)}}
 
 
