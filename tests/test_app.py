@@ -288,6 +288,9 @@ def test_probes_shipped_results_are_shown():
     experiments = at.selectbox(key="experiment").options
     assert any(e.startswith("pos_ewt") for e in experiments), experiments
     assert len(charts(at)) >= 1 and "shipped" in " ".join(frame(at)["model"])
+    at.selectbox(key="experiment").set_value("pos_ewt").run()
+    models = set(frame(ok(at))["model"])  # the shipped model and its early snapshot, side by side
+    assert {"shipped:elmo-lab", "checkpoint:data/models/elmo-lab-early"} <= models, models
 
 
 @needs_ewt

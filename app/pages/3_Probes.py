@@ -107,8 +107,8 @@ for name, m in runs.items():
 experiment = st.selectbox("Experiment", sorted(by_experiment), key="experiment",
                           format_func=lambda e: f"{e} ({len(by_experiment[e])} run(s))")
 names = by_experiment[experiment]
-if st.session_state.get("runs_root") != str(root):  # another folder: its own runs, not the last folder's picks
-    st.session_state["runs_root"] = str(root)
+if st.session_state.get("runs_of") != (str(root), experiment):  # another folder or experiment: its own runs
+    st.session_state["runs_of"] = (str(root), experiment)
     st.session_state.pop("runs", None)
     st.session_state.pop("confusion_run", None)
 chosen = st.multiselect("Runs to compare (one line per model)", names, default=names[:4], key="runs",
