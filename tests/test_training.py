@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -206,13 +207,12 @@ def test_run_directory_is_not_overwritten_and_resume_checks_the_config(corpus_di
         train(config, corpus_dir, tmp_path / "run", progress=False)
     with pytest.raises(TrainingError, match=r"differs from the config given in \['lr'\]"):
         train(tiny_config(max_steps=2, lr=0.5), corpus_dir, tmp_path / "run", resume=True, progress=False)
-    # bookkeeping (threads, logging, checkpoint cadence) may change on resume; the math may not
-    longer = tiny_config(max_steps=3, log_every=5, threads=2, checkpoint_every_steps=7)
-    with pytest.raises(TrainingError, match=r"\['max_steps'\]"):
-        train(longer, corpus_dir, tmp_path / "run", resume=True, progress=False)
-    summary = train(tiny_config(max_steps=2, log_every=5, checkpoint_every_minutes=1.0), corpus_dir, tmp_path / "run",
-                    resume=True, progress=False)
-    assert summary["step"] == 2
+    with pytest.raises(TrainingError, match=r"\['dropout'\]"):
+        train(tiny_config(max_steps=3, dropout=0.3), corpus_dir, tmp_path / "run", resume=True, progress=False)
+    # bookkeeping (threads, logging, checkpoint cadence) and the run's length may change on resume
+    longer = tiny_config(max_steps=3, log_every=5, threads=2, checkpoint_every_steps=7, checkpoint_every_minutes=1.0)
+    summary = train(longer, corpus_dir, tmp_path / "run", resume=True, progress=False)
+    assert summary["step"] == 3
 
 
 def test_warm_start_keeps_the_encoder_while_frozen_then_trains_it(corpus_dir, tmp_path):
@@ -413,3 +413,64 @@ def test_shipped_training_configs_parse():
     assert {c.stem for c in configs} >= {"elmo-lab", "original-1b"}
     for c in configs:
         TrainConfig.load(c).options()
+
+
+def test_learning_curves_are_written_at_every_eval_step_and_leave_training_unchanged(corpus_dir, tmp_path):
+    calls = []
+
+    def evaluate(bilm):
+        calls.append(bilm.training)
+        torch.rand(100)  # an evaluation that draws random numbers must not shift the run's dropout masks
+        return {"wsd": {"1": 0.5}}
+
+    config = tiny_config(n_negative_samples=8, max_steps=7)
+    train(config, corpus_dir, tmp_path / "plain", progress=False)
+    train(dataclasses.replace(config, eval_every_steps=3, eval_heldout_tokens=40), corpus_dir, tmp_path / "curves",
+          progress=False, evaluate=evaluate)
+    assert losses(tmp_path / "plain") == losses(tmp_path / "curves")
+    records = [json.loads(line) for line in (tmp_path / "curves" / "curves.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 3, 6, 7]  # step 0 (untrained), every 3, and the last
+    assert calls == [False] * 4  # the model is evaluated in eval mode
+    for r in records:
+        assert math.isfinite(r["heldout"]["perplexity_forward"]) and r["heldout"]["tokens"] >= 40
+        assert r["wsd"] == {"1": 0.5} and r["tokens_seen"] == r["step"] * 4 * 5
+    assert records[0]["heldout"]["perplexity"] > records[-1]["heldout"]["perplexity"]
+
+
+def test_resume_drops_log_records_written_after_the_checkpoint(corpus_dir, tmp_path):
+    config = tiny_config(n_negative_samples=8, max_steps=8, eval_every_steps=2, eval_heldout_tokens=40)
+    train(config, corpus_dir, tmp_path / "run", progress=False, stop_after=4)
+    # what a kill between the checkpoint at step 4 and the next one leaves behind
+    with open(tmp_path / "run" / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 5, "loss": 9.0}) + "\n")
+    with open(tmp_path / "run" / "curves.jsonl", "a") as f:
+        f.write(json.dumps({"step": 6, "heldout": {}}) + "\n")
+    train(config, corpus_dir, tmp_path / "run", resume=True, progress=False)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))
+    curves = [json.loads(line)["step"] for line in (tmp_path / "run" / "curves.jsonl").read_text().splitlines()]
+    assert curves == [0, 2, 4, 6, 8]
+
+
+def test_warm_start_state_continues_the_run_at_its_step_with_a_fresh_optimizer(corpus_dir, tmp_path):
+    from probing_lab.training.trainer import export_warm_start, restore_warm_start
+
+    config = tiny_config(n_negative_samples=8, max_steps=8, optimizer="adam", lr=0.01)
+    train(config, corpus_dir, tmp_path / "whole", progress=False)
+    train(config, corpus_dir, tmp_path / "first", progress=False, stop_after=4)
+    state = export_warm_start(tmp_path / "first", tmp_path / "state")
+    assert not (state / "optimizer.safetensors").exists()
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(state / "lm.safetensors"))
+    assert {t.dtype for t in tensors.values()} == {torch.float16} and "softmax.weight" in tensors
+    restore_warm_start(state, tmp_path / "second")
+    train(config, corpus_dir, tmp_path / "second", resume=True, progress=False)
+    whole, second = losses(tmp_path / "whole"), losses(tmp_path / "second")
+    assert len(second) == 8 and second[:4] == whole[:4]  # the logs travel with the state
+    # step 5 reads the same window with float16-rounded weights: close, not equal
+    assert abs(second[4] - whole[4]) < 0.05
+    with pytest.raises(TrainingError, match="already holds a run"):
+        restore_warm_start(state, tmp_path / "second")
+    with pytest.raises(TrainingError, match="not a warm-start state"):
+        restore_warm_start(tmp_path / "whole", tmp_path / "third")

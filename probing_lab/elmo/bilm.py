@@ -61,6 +61,12 @@ class ElmoBiLM(nn.Module):
         mask = (char_ids > 0).any(dim=-1)
         if token_vectors is None:
             token_vectors = self.token_encoder(char_ids)
+        return self.from_token_vectors(token_vectors, mask, state, fused)
+
+    def from_token_vectors(self, token_vectors: torch.Tensor, mask: torch.Tensor, state: Optional[LstmState] = None,
+                           fused: bool = False) -> BiLMOutput:
+        """The biLM above the type layer: ``token_vectors (batch, T, proj)`` (zero at padding),
+        ``mask (batch, T)`` bool, boundaries included."""
         lstm_layers, new_state = self.lstm(token_vectors, mask, state, fused=fused)
         layers = [torch.cat([token_vectors, token_vectors], dim=-1), *lstm_layers]
         return BiLMOutput(layers, mask, new_state)

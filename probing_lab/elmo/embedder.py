@@ -15,13 +15,13 @@ row into the next call, as AllenNLP's ``Elmo`` and bilm-tf do (for parity with t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
 
 from .bilm import BiLMOutput, ElmoBiLM
-from .chars import BOS_CHAR_IDS, EOS_CHAR_IDS, batch_to_ids, check_sentences, token_to_char_ids
+from .chars import BOS_CHAR_IDS, EOS_CHAR_IDS, check_sentences, token_to_char_ids
 from .modules import LstmState
 
 
@@ -100,46 +100,46 @@ class Embedder:
         later calls look those up and run the CNN only for words outside the list."""
         words = list(dict.fromkeys(w for w in words if w))
         rows = [BOS_CHAR_IDS, EOS_CHAR_IDS] + [token_to_char_ids(w) for w in words]
-        ids = torch.tensor(rows, dtype=torch.long) + 1
-        vectors = []
         with torch.inference_mode():
-            for start in range(0, len(rows), batch_size):
-                chunk = ids[start : start + batch_size].unsqueeze(1).to(self.device)
-                vectors.append(self.model.token_encoder(chunk)[:, 0])
-        self._type_vectors = torch.cat(vectors)
+            self._type_vectors = torch.cat([self._encode(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)])
         self._type_index = {w: i + 2 for i, w in enumerate(words)}
 
     def clear_vocabulary(self) -> None:
         self._type_index, self._type_vectors = {}, None
 
-    def _cached_token_vectors(self, sentences: Sequence[Sequence[str]], char_ids: torch.Tensor) -> torch.Tensor:
-        B, T, _ = char_ids.shape
-        index = torch.full((B, T), -1, dtype=torch.long)
-        unknown: dict[str, int] = {}
+    def _encode(self, char_rows: list[list[int]]) -> torch.Tensor:
+        """Char-id rows (unshifted) -> type vectors ``(n, proj)``."""
+        if not char_rows:
+            return torch.zeros(0, self.model.options.projection_dim, device=self.device)
+        ids = torch.tensor(char_rows, dtype=torch.long) + 1
+        return self.model.token_encoder(ids.unsqueeze(0).to(self.device))[0]
+
+    def _token_vectors(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Type vectors ``(batch, T, proj)`` with the boundaries (zero at padding) and the mask.
+
+        The char CNN runs once per distinct word of the batch, not once per token (exact: the
+        type layer is context-free), and not at all for words of :meth:`set_vocabulary`."""
+        T = max((len(s) for s in sentences), default=0) + 2
+        words: dict[str, int] = {}  # the batch's distinct words, in order of appearance
+        index = torch.zeros(len(sentences), T, dtype=torch.long)  # 0 padding, 1 <S>, 2 </S>, 3 + j word j
         for b, sentence in enumerate(sentences):
-            index[b, 0], index[b, len(sentence) + 1] = 0, 1
-            for t, token in enumerate(sentence):
-                row = self._type_index.get(token)
-                if row is None:
-                    row = -2 - unknown.setdefault(token, len(unknown))
-                index[b, t + 1] = row
-        table = self._type_vectors
-        if unknown:
-            ids = torch.tensor([token_to_char_ids(w) for w in unknown], dtype=torch.long) + 1
-            fresh = self.model.token_encoder(ids.unsqueeze(1).to(self.device))[:, 0]
-            table = torch.cat([table, fresh])
-            index = torch.where(index <= -2, len(self._type_vectors) + (-2 - index), index)
-        present = index >= 0
-        vectors = table[index.clamp(min=0).to(self.device)]
-        return vectors * present.unsqueeze(-1).to(self.device)
+            row = [3 + words.setdefault(w, len(words)) for w in sentence]
+            index[b, : len(row) + 2] = torch.tensor([1, *row, 2])
+        # table: a zero row, then <S>, </S> (and the vocabulary when cached), then the other words
+        base = self._type_vectors if self._type_vectors is not None else self._encode([BOS_CHAR_IDS, EOS_CHAR_IDS])
+        fresh = [w for w in words if w not in self._type_index]
+        fresh_row = {w: 1 + len(base) + k for k, w in enumerate(fresh)}
+        rows = [0, 1, 2] + [1 + self._type_index[w] if w in self._type_index else fresh_row[w] for w in words]
+        table = torch.cat([base.new_zeros(1, base.shape[1]), base, self._encode([token_to_char_ids(w) for w in fresh])])
+        return table[torch.tensor(rows)[index].to(self.device)], (index > 0).to(self.device)
 
     # --- embedding ------------------------------------------------------------------
     def run_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> BiLMOutput:
         """One forward pass over one batch, tensors out (``layers[k] (batch, T, dim)``)."""
-        char_ids = batch_to_ids(sentences).to(self.device)
+        check_sentences(sentences)
         with torch.inference_mode():
-            vectors = self._cached_token_vectors(sentences, char_ids) if self._type_vectors is not None else None
-            out = self.model(char_ids, state=self._take_state(len(sentences)), fused=self.fused, token_vectors=vectors)
+            vectors, mask = self._token_vectors(sentences)
+            out = self.model.from_token_vectors(vectors, mask, state=self._take_state(len(sentences)), fused=self.fused)
         self._keep_state(out.state)
         return out if keep_boundaries else out.without_boundaries()
 
@@ -163,20 +163,31 @@ class Embedder:
         stateful mode keeps the given order, batch row ``i`` of call ``k`` continuing the
         state of row ``i`` of call ``k-1``. An empty sentence gives ``(layers, 0, dim)``.
         """
+        results: list[Optional[np.ndarray]] = [None] * len(sentences)
+        for i, array in self.embed_iter(sentences, batch_size, progress, keep_boundaries):
+            results[i] = array
+        return results  # type: ignore[return-value]
+
+    def embed_iter(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: Optional[int] = None,
+        progress: bool = False,
+        keep_boundaries: bool = False,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Like :meth:`embed`, but yields ``(input index, array)`` batch by batch (in the order
+        they are computed), so that a caller can write them out without holding them all."""
         check_sentences(sentences)
         batch_size = batch_size or self.batch_size
         order = list(range(len(sentences)))
         if not self.stateful:
             order.sort(key=lambda i: len(sentences[i]))
-        results: list[Optional[np.ndarray]] = [None] * len(sentences)
         bar = _progress(len(sentences), progress)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
-            for i, array in zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries)):
-                results[i] = array
+            yield from zip(chunk, self.embed_batch([sentences[i] for i in chunk], keep_boundaries))
             bar.update(len(chunk))
         bar.close()
-        return results  # type: ignore[return-value]
 
     def embed_text(self, text: str, **kwargs) -> tuple[list[list[str]], list[np.ndarray]]:
         """Raw text -> (tokenized sentences, arrays), with the lab's PTB-style tokenizer."""

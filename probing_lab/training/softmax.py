@@ -83,20 +83,25 @@ class SoftmaxHead(nn.Module):
         """``(N, 1 + S)`` logits, column 0 the true class, each minus log(expected count);
         sampled ids equal to a row's target are removed (-inf), as TF's remove_accidental_hits."""
         assert self.sampler is not None
-        true_logit = (h * self.weight[targets]).sum(-1) + self.bias[targets]
-        true_logit = true_logit - torch.log(self.sampler.expected_count(targets, tries)).to(h.dtype)
-        sampled_logit = h @ self.weight[sampled].t() + self.bias[sampled]
-        sampled_logit = sampled_logit - torch.log(self.sampler.expected_count(sampled, tries)).to(h.dtype)
+        # One gather for the true and the sampled rows: the backward of each gather writes a
+        # dense zero gradient the size of the whole softmax, so two would cost twice.
+        rows = torch.cat([targets, sampled])
+        weight, bias = self.weight[rows], self.bias[rows]
+        log_expected = torch.log(self.sampler.expected_count(rows, tries)).to(h.dtype)
+        n = len(targets)
+        true_logit = (h * weight[:n]).sum(-1) + bias[:n] - log_expected[:n]
+        sampled_logit = torch.addmm(bias[n:] - log_expected[n:], h, weight[n:].t())
         hits = targets.unsqueeze(1) == sampled.unsqueeze(0)
         sampled_logit = sampled_logit.masked_fill(hits, float("-inf"))
         return torch.cat([true_logit.unsqueeze(1), sampled_logit], dim=1)
 
-    def loss(self, h: torch.Tensor, targets: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def loss(self, h: torch.Tensor, targets: torch.Tensor, generator: Optional[torch.Generator] = None,
+             reduction: str = "mean") -> torch.Tensor:
         if not self.n_negative or not self.training:
-            return self.full_loss(h, targets)
+            return self.full_loss(h, targets, reduction)
         sampled, tries = self.sampler.sample(self.n_negative, generator or torch.default_generator)
         logits = self.sampled_logits(h, targets, sampled.to(h.device), tries)
-        return F.cross_entropy(logits, torch.zeros(len(targets), dtype=torch.long, device=h.device))
+        return F.cross_entropy(logits, torch.zeros(len(targets), dtype=torch.long, device=h.device), reduction=reduction)
 
 
 def log_uniform_table(range_max: int) -> np.ndarray:

@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -69,14 +69,21 @@ class TrainConfig:
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 2
     snapshot_fractions: tuple = (0.05,)
+    # Learning curves: every this many steps (and at step 0) the run's ``evaluate`` callback (the
+    # CLI passes the quick sense and POS probes of probing_lab.probing.curves) and a heldout
+    # perplexity on ``eval_heldout_tokens`` tokens are written to curves.jsonl. 0 = never.
+    eval_every_steps: int = 0
+    eval_heldout_tokens: int = 20480
     # Warm start: encoder weights from a checkpoint directory (e.g. data/models/elmo-lab); the
     # softmax starts fresh and, for the first ``freeze_encoder_steps`` steps, learns alone so that
     # its random gradients do not disturb the trained encoder.
     init_from: Optional[str] = None
     freeze_encoder_steps: int = 0
 
-    # Settings that change neither the weights nor the data order: a resumed run may differ in these.
-    BOOKKEEPING = ("threads", "log_every", "checkpoint_every_steps", "checkpoint_every_minutes", "keep_checkpoints")
+    # Settings that change neither the weights nor the data order: a resumed run may differ in these
+    # (the length of the run too: no schedule depends on it, so a run can be extended).
+    BOOKKEEPING = ("epochs", "max_steps", "snapshot_fractions", "threads", "log_every", "checkpoint_every_steps", "checkpoint_every_minutes", "keep_checkpoints",
+                   "eval_every_steps", "eval_heldout_tokens")
 
     def same_math(self, other: "TrainConfig") -> bool:
         return dataclasses.replace(self, **{k: getattr(other, k) for k in self.BOOKKEEPING}) == other
@@ -115,6 +122,9 @@ class TrainConfig:
         for name in ("batch_size", "unroll_steps", "log_every", "checkpoint_every_steps", "keep_checkpoints"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 problems.append(f"{name} must be a positive integer")
+        for name in ("eval_every_steps", "eval_heldout_tokens"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                problems.append(f"{name} must be an integer >= 0")
         if self.optimizer not in ("adagrad", "adam"):
             problems.append(f"optimizer must be 'adagrad' or 'adam', got {self.optimizer!r}")
         if not 0.0 <= self.dropout < 1.0:
@@ -158,9 +168,9 @@ class BiLanguageModel(nn.Module):
         top, state = self.bilm.lstm.forward_streams(tokens, state, self.dropout)
         if self.dropout:
             top = F.dropout(top, self.dropout, self.training)
-        dim = top.shape[-1]
-        loss_f = self.softmax.loss(top[0].reshape(-1, dim), targets[0].reshape(-1), generator)
-        loss_b = self.softmax.loss(top[1].reshape(-1, dim), targets[1].reshape(-1), generator)
+        # Both directions in one softmax call (one set of sampled negatives, one gather).
+        losses = self.softmax.loss(top.reshape(-1, top.shape[-1]), targets.reshape(-1), generator, reduction="none")
+        loss_f, loss_b = losses.view(2, -1).mean(dim=1)
         return loss_f, loss_b, state
 
 
@@ -343,9 +353,12 @@ def train(
     resume: bool = False,
     progress: bool = True,
     stop_after: Optional[int] = None,
+    evaluate: Optional[Callable[[nn.Module], dict]] = None,
 ) -> dict:
     """Run (or resume) training; returns a summary. ``stop_after``: stop cleanly after that
-    many steps of this call, with a checkpoint (what an interruption does)."""
+    many steps of this call, with a checkpoint (what an interruption does). ``evaluate(bilm)``:
+    extra learning-curve metrics at every ``eval_every_steps`` (it must not change the model or
+    the random generators)."""
     from safetensors.torch import load_file, save_file
 
     dist = _Distributed()
@@ -373,10 +386,11 @@ def train(
     lm = BiLanguageModel(config.options(), len(corpus.vocab), config.n_negative_samples, config.dropout)
     if config.init_from and not (resume and latest is not None):
         _warm_start(lm, config.init_from)
+    # fused: one kernel over all parameters, 5-7x faster than the per-tensor loop on CPU
     if config.optimizer == "adagrad":
-        optimizer = torch.optim.Adagrad(lm.parameters(), lr=config.lr, initial_accumulator_value=config.adagrad_initial_accumulator)
+        optimizer = torch.optim.Adagrad(lm.parameters(), lr=config.lr, initial_accumulator_value=config.adagrad_initial_accumulator, fused=True)
     else:
-        optimizer = torch.optim.Adam(lm.parameters(), lr=config.lr)
+        optimizer = torch.optim.Adam(lm.parameters(), lr=config.lr, fused=True)
     lm.to(dist.device)
     model: nn.Module = lm
     if dist.enabled:
@@ -388,13 +402,19 @@ def train(
 
     if resume and latest is not None:
         tensors = load_file(str(latest / "lm.safetensors"))
-        lm.load_state_dict(tensors)
+        lm.load_state_dict({k: v.float() for k, v in tensors.items()})  # a warm-start state is float16
         meta = json.loads((latest / "trainer.json").read_text())
-        _load_optimizer(optimizer, load_file(str(latest / "optimizer.safetensors")), meta["param_groups"])
+        if (latest / "optimizer.safetensors").is_file():
+            _load_optimizer(optimizer, load_file(str(latest / "optimizer.safetensors")), meta["param_groups"])
+        elif dist.rank == 0:
+            print(f"{latest}: no optimizer state (a warm-start state): the optimizer starts afresh at step {meta['step']}",
+                  file=sys.stderr)
         per_rank = load_file(str(latest / "state.safetensors"))
         state = (per_rank[f"rank{dist.rank}.h"].to(dist.device), per_rank[f"rank{dist.rank}.c"].to(dist.device))
         _set_rng(per_rank[f"rank{dist.rank}.rng"], generator)
         step, tokens_seen, wall = meta["step"], meta["tokens_seen"], meta["wall_time_s"]
+        for name in ("metrics.jsonl", "curves.jsonl"):  # steps logged after the checkpoint will be logged again
+            _truncate_jsonl(run_dir / name, step)
         if meta["windows_per_epoch"] != windows_per_epoch:
             raise TrainingError(f"{latest}: the corpus changed since this run started ({meta['windows_per_epoch']} windows per epoch then, {windows_per_epoch} now)")
     elif dist.rank == 0:
@@ -452,6 +472,29 @@ def train(
         except ValueError:  # not in the main thread: leave signals alone
             pass
     metrics_path = run_dir / "metrics.jsonl"
+
+    def evaluate_curves() -> None:
+        if dist.rank == 0:
+            t0 = time.perf_counter()
+            lm.eval()
+            record = {"step": step, "epoch": round(step / windows_per_epoch, 4), "tokens_seen": tokens_seen,
+                      "heldout": evaluate_lm(lm, corpus_dir, config.vocab_size, max_tokens=config.eval_heldout_tokens,
+                                             progress=False, device=dist.device)}
+            if evaluate:
+                with torch.random.fork_rng(devices=[]):  # the run's dropout masks stay as without evaluation
+                    record.update(evaluate(lm.bilm))
+            lm.train()
+            record["eval_seconds"] = round(time.perf_counter() - t0, 1)
+            with open(run_dir / "curves.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            if bar is not None:
+                wsd = record.get("wsd", {})
+                bar.write(f"step {step}: heldout ppl {record['heldout']['perplexity']:.1f}"
+                          + (f", quick WSD {wsd}" if wsd else ""))
+        dist.barrier()
+
+    if config.eval_every_steps and step == 0:
+        evaluate_curves()
     last_save = time.monotonic()
     start_step = step
     interrupted = False
@@ -494,6 +537,8 @@ def train(
                     f.write(json.dumps(record) + "\n")
             if step in snapshot_steps:
                 save("snapshot")
+            if config.eval_every_steps and (step % config.eval_every_steps == 0 or step == total_steps):
+                evaluate_curves()
             due = time.monotonic() - last_save > 60 * config.checkpoint_every_minutes
             if step % config.checkpoint_every_steps == 0 or dist.any(due):
                 save()
@@ -508,12 +553,24 @@ def train(
             "interrupted": interrupted, "windows_per_epoch": windows_per_epoch, "run_dir": str(run_dir)}
 
 
+def _truncate_jsonl(path: Path, last_step: int) -> None:
+    """Drop the records of steps after ``last_step`` (a resumed run logs them again)."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    keep = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= last_step]
+    if len(keep) != len(lines):
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+
+
 # --- evaluation -------------------------------------------------------------------------------
 
 
 @torch.no_grad()
 def evaluate_lm(lm: BiLanguageModel, corpus_dir: str | Path, vocab_size: Optional[int], file: Optional[Path] = None,
-                batch_size: int = 32, unroll_steps: int = 20, max_tokens: Optional[int] = None, progress: bool = True) -> dict:
+                batch_size: int = 32, unroll_steps: int = 20, max_tokens: Optional[int] = None, progress: bool = True,
+                device=None) -> dict:
     """Heldout perplexity per direction (full softmax, state carried across windows)."""
     corpus_dir = Path(corpus_dir)
     path = file or corpus_dir / "heldout.txt"
@@ -531,7 +588,7 @@ def evaluate_lm(lm: BiLanguageModel, corpus_dir: str | Path, vocab_size: Optiona
     if max_tokens:
         n_windows = max(1, min(n_windows, max_tokens // (batch_size * unroll_steps)))
     lm.eval()
-    state = lm.bilm.lstm.zero_state(batch_size)
+    state = lm.bilm.lstm.zero_state(batch_size, device)
     nll = torch.zeros(2, dtype=torch.float64)
     count = 0
     iterator = range(n_windows)
@@ -541,16 +598,69 @@ def evaluate_lm(lm: BiLanguageModel, corpus_dir: str | Path, vocab_size: Optiona
         iterator = tqdm(iterator, desc="eval-lm", unit="window", file=sys.stderr)
     for k in iterator:
         types, targets = stream.window(0, k)
-        char_ids, positions, target_ids = corpus.tensors(types, targets)
+        char_ids, positions, target_ids = (t.to(device) for t in corpus.tensors(types, targets))
         batch, T = positions.shape[1:]
         tokens = lm.bilm.token_encoder(char_ids.unsqueeze(0))[0][positions]
         top, state = lm.bilm.lstm.forward_streams(tokens, state)
         for d in range(2):
-            nll[d] += lm.softmax.full_loss(top[d].reshape(-1, top.shape[-1]), target_ids[d].reshape(-1), reduction="sum").double()
+            nll[d] += lm.softmax.full_loss(top[d].reshape(-1, top.shape[-1]), target_ids[d].reshape(-1), reduction="sum").double().cpu()
         count += batch * T
     ppl = torch.exp(nll / count).tolist()
     return {"perplexity_forward": ppl[0], "perplexity_backward": ppl[1], "perplexity": 0.5 * (ppl[0] + ppl[1]),
             "tokens": count, "file": str(path)}
+
+
+# --- warm-start states: what survives a session --------------------------------------------------
+
+WARM_START_FILES = ("lm.safetensors", "options.json", "info.json", "state.safetensors", "trainer.json")
+RUN_LOGS = ("config.json", "metrics.jsonl", "curves.jsonl")
+
+
+def export_warm_start(run_dir: str | Path, out: str | Path) -> Path:
+    """A run's latest checkpoint, small enough to commit: the biLM *and* its softmax in float16,
+    each rank's LSTM state and random generators, the step and data position, and the run's logs;
+    not the optimizer's moments (they would double or triple the size). ``train --resume-from``
+    continues the run from it: same step, same windows, a fresh optimizer."""
+    from safetensors.torch import load_file, save_file
+
+    run_dir, out = Path(run_dir), Path(out)
+    latest = latest_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None
+    if latest is None:
+        raise TrainingError(f"{run_dir}: not a run directory with a checkpoint; give the --out of `probing-lab train`")
+    tmp = out.parent / f".{out.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    lm = load_file(str(latest / "lm.safetensors"))
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in lm.items()}, str(tmp / "lm.safetensors"))
+    for name in WARM_START_FILES[1:]:
+        shutil.copy2(latest / name, tmp / name)
+    for name in RUN_LOGS:
+        if (run_dir / name).is_file():
+            shutil.copy2(run_dir / name, tmp / name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def restore_warm_start(state_dir: str | Path, run_dir: str | Path) -> Path:
+    """Make ``run_dir`` a run whose latest checkpoint is the warm-start state ``state_dir``
+    (see :func:`export_warm_start`); ``train(..., resume=True)`` then continues it."""
+    state_dir, run_dir = Path(state_dir), Path(run_dir)
+    missing = [name for name in WARM_START_FILES + ("config.json",) if not (state_dir / name).is_file()]
+    if missing:
+        raise TrainingError(f"{state_dir}: not a warm-start state (missing {missing}); make one with `probing-lab export RUN --warm-start`")
+    if latest_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None:
+        raise TrainingError(f"{run_dir} already holds a run; --resume-from needs a new --out")
+    step = json.loads((state_dir / "trainer.json").read_text())["step"]
+    target = run_dir / "checkpoints" / _step_dir_name(step)
+    target.mkdir(parents=True)
+    for name in WARM_START_FILES:
+        shutil.copy2(state_dir / name, target / name)
+    for name in RUN_LOGS:
+        if (state_dir / name).is_file():
+            shutil.copy2(state_dir / name, run_dir / name)
+    (run_dir / "checkpoints" / "latest").write_text(target.name + "\n")
+    return run_dir
 
 
 # --- export -------------------------------------------------------------------------------------
