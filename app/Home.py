@@ -8,10 +8,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # lab_ui, figures
 
-import streamlit as st
-
 import figures
 import lab_ui
+import streamlit as st
+
 from probing_lab.analysis import collect, cosine_matrix, layer_label
 
 # A minimal triple: the words before "bank" are the same, only what follows tells the sense, so a
@@ -35,7 +35,7 @@ bidirectional language model. This lab lets you look at each layer separately.
 | **L1** | first biLSTM layer (a forward and a backward LSTM, concatenated) | the word in its context; syntax (part of speech, dependencies) peaks here |
 | **L2** | second biLSTM layer, the top | more context; word sense separates best here (Peters et al.: WSD F1 69.0 with L2 vs 67.4 with L1) |
 | **mix** | a weighted average of the layers (here the untrained one: equal weights) | what a downstream task would be given |
-"""
+"""  # noqa: E501 (a Markdown table: a row cannot be wrapped)
 )
 
 st.subheader("Live: one word, three sentences")
@@ -52,16 +52,30 @@ with lab_ui.friendly_errors("The live example"):
         S = cosine_matrix(V)
         same[key] = float(S[0, 1])
         different[key] = float((S[0, 2] + S[1, 2]) / 2)
-    st.plotly_chart(figures.layer_bars({"same sense (A·B)": same, "different senses (A·C, B·C)": different},
-                                       "cosine between the 'bank' vectors", "cosine"), key="tour_bars")
-    st.dataframe({"layer": [layer_label(k) for k in vectors],
-                  "A·B same sense": [round(same[k], 4) for k in vectors],
-                  "A·C / B·C different senses": [round(different[k], 4) for k in vectors]}, hide_index=True)
+    st.plotly_chart(
+        figures.layer_bars(
+            {"same sense (A·B)": same, "different senses (A·C, B·C)": different},
+            "cosine between the 'bank' vectors",
+            "cosine",
+        ),
+        key="tour_bars",
+    )
+    st.dataframe(
+        {
+            "layer": [layer_label(k) for k in vectors],
+            "A·B same sense": [round(same[k], 4) for k in vectors],
+            "A·C / B·C different senses": [round(different[k], 4) for k in vectors],
+        },
+        hide_index=True,
+    )
     upper = [k for k in ("1", "2") if k in vectors]
     closer = [k for k in upper if same[k] > different[k]]
-    verdict = (f"In this model the two money senses are closer to each other than to the river bank in "
-               f"{' and '.join(layer_label(k) for k in closer)}" if closer else
-               "In this model the money pair is **not** closer than the river pairs in L1 or L2")
+    verdict = (
+        f"In this model the two money senses are closer to each other than to the river bank in "
+        f"{' and '.join(layer_label(k) for k in closer)}"
+        if closer
+        else "In this model the money pair is **not** closer than the river pairs in L1 or L2"
+    )
     gaps = ", ".join(f"{layer_label(k)} {same[k] - different[k]:+.4f}" for k in upper)
     st.markdown(
         f"""

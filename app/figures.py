@@ -24,20 +24,35 @@ def projection_grid(points: dict, labels: Sequence, hover: Sequence[str], title:
     keys = list(points)
     labels = [str(l) for l in labels]
     colours = colour_map(labels)
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=[layer_label(k) for k in keys],
-                        horizontal_spacing=0.04)
+    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=[layer_label(k) for k in keys], horizontal_spacing=0.04)
     for col, key in enumerate(keys, start=1):
         xy = points[key]
         for name, colour in colours.items():
             idx = [i for i, l in enumerate(labels) if l == name]
-            fig.add_trace(go.Scatter(
-                x=xy[idx, 0], y=xy[idx, 1], mode="markers", name=name, legendgroup=name, showlegend=col == 1,
-                marker={"color": colour, "size": 9, "line": {"width": 0.5, "color": "white"}, "opacity": 0.85},
-                text=[hover[i] for i in idx], hovertemplate="%{text}<extra>" + name + "</extra>"), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=xy[idx, 0],
+                    y=xy[idx, 1],
+                    mode="markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker={"color": colour, "size": 9, "line": {"width": 0.5, "color": "white"}, "opacity": 0.85},
+                    text=[hover[i] for i in idx],
+                    hovertemplate="%{text}<extra>" + name + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
-    fig.update_layout(title=f"{title} ({method.upper()} per layer)", height=380, template="plotly_white",
-                      legend={"title": "sense", "orientation": "h", "y": -0.05}, margin={"t": 70, "b": 40})
+    fig.update_layout(
+        title=f"{title} ({method.upper()} per layer)",
+        height=380,
+        template="plotly_white",
+        legend={"title": "sense", "orientation": "h", "y": -0.05},
+        margin={"t": 70, "b": 40},
+    )
     return fig
 
 
@@ -49,12 +64,22 @@ def cosine_heatmaps(matrices: dict, tick_labels: Sequence[str], title: str) -> g
     low = max(-1.0, min(float(np.min(m)) for m in matrices.values()))
     low = min(low, 0.99)
     title = f"{title}; colours span cosine {low:.2f} to 1"
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=[layer_label(k) for k in keys],
-                        horizontal_spacing=0.03)
+    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=[layer_label(k) for k in keys], horizontal_spacing=0.03)
     for col, key in enumerate(keys, start=1):
-        fig.add_trace(go.Heatmap(z=matrices[key], x=list(tick_labels), y=list(tick_labels), zmin=low, zmax=1.0,
-                                 colorscale="Viridis", showscale=col == len(keys),
-                                 hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>"), row=1, col=col)
+        fig.add_trace(
+            go.Heatmap(
+                z=matrices[key],
+                x=list(tick_labels),
+                y=list(tick_labels),
+                zmin=low,
+                zmax=1.0,
+                colorscale="Viridis",
+                showscale=col == len(keys),
+                hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     fig.update_layout(title=title, height=360, template="plotly_white", margin={"t": 70})
@@ -65,8 +90,17 @@ def token_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str) -> go.F
     ticks = [f"{i}:{t}" for i, t in enumerate(tokens)]
     low = min(max(-1.0, float(np.min(matrix))), 0.99)  # data-driven range, as in cosine_heatmaps
     title = f"{title}; colours span cosine {low:.2f} to 1"
-    fig = go.Figure(go.Heatmap(z=matrix, x=ticks, y=ticks, zmin=low, zmax=1.0,
-                               colorscale="Viridis", hovertemplate="%{y} · %{x}<br>cosine %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=matrix,
+            x=ticks,
+            y=ticks,
+            zmin=low,
+            zmax=1.0,
+            colorscale="Viridis",
+            hovertemplate="%{y} · %{x}<br>cosine %{z:.3f}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=title, height=max(360, 14 * len(tokens) + 120), template="plotly_white")
     return fig
@@ -79,8 +113,13 @@ def similarity_profile(series: dict, tokens: Sequence[str], focus: int) -> go.Fi
     for key, values in series.items():
         fig.add_trace(go.Scatter(x=ticks, y=values, mode="lines+markers", name=layer_label(key)))
     fig.add_vline(x=focus, line_dash="dot", line_color="grey")
-    fig.update_layout(title=f"cosine of “{tokens[focus]}” (token {focus}) to every token", yaxis_title="cosine",
-                      height=380, template="plotly_white", xaxis={"tickangle": -45})
+    fig.update_layout(
+        title=f"cosine of “{tokens[focus]}” (token {focus}) to every token",
+        yaxis_title="cosine",
+        height=380,
+        template="plotly_white",
+        xaxis={"tickangle": -45},
+    )
     return fig
 
 

@@ -122,22 +122,38 @@ def _load_bundle(model: Optional[str], options: Optional[str], weights: Optional
         directory = shipped_model_dir()
     elif spec.model and not spec.model.startswith("random:"):
         directory = spec.model
-    return Bundle(Embedder(loaded.model, batch_size=32), loaded.name, read_card(directory),
-                  loaded.model.options.to_dict(), loaded.model.count_parameters())
+    return Bundle(
+        Embedder(loaded.model, batch_size=32),
+        loaded.name,
+        read_card(directory),
+        loaded.model.options.to_dict(),
+        loaded.model.count_parameters(),
+    )
 
 
 def card_summary(card: dict) -> list[dict]:
     """The facts of a model card a reader wants first, as rows (missing ones are left out)."""
     training, heldout, corpus = card.get("training") or {}, card.get("heldout") or {}, card.get("corpus") or {}
-    rows = [("name", card.get("name")), ("description", card.get("description")),
-            ("parameters", f"{card['parameters']:,}" if card.get("parameters") else None),
-            ("training steps", f"{training['step']:,}" if training.get("step") else None),
-            ("token positions seen", f"{training['tokens_seen']:,}" if training.get("tokens_seen") else None),
-            ("training time", f"{training['wall_time_s'] / 3600:.2f} h" if training.get("wall_time_s") else None),
-            ("corpus", f"{corpus['train_tokens']:,} tokens from {', '.join(sorted(corpus.get('sources', {})))}"
-             if corpus.get("train_tokens") else None),
-            ("heldout perplexity (forward / backward)",
-             f"{heldout['perplexity_forward']:.1f} / {heldout['perplexity_backward']:.1f}" if heldout.get("perplexity_forward") else None)]
+    rows = [
+        ("name", card.get("name")),
+        ("description", card.get("description")),
+        ("parameters", f"{card['parameters']:,}" if card.get("parameters") else None),
+        ("training steps", f"{training['step']:,}" if training.get("step") else None),
+        ("token positions seen", f"{training['tokens_seen']:,}" if training.get("tokens_seen") else None),
+        ("training time", f"{training['wall_time_s'] / 3600:.2f} h" if training.get("wall_time_s") else None),
+        (
+            "corpus",
+            f"{corpus['train_tokens']:,} tokens from {', '.join(sorted(corpus.get('sources', {})))}"
+            if corpus.get("train_tokens")
+            else None,
+        ),
+        (
+            "heldout perplexity (forward / backward)",
+            f"{heldout['perplexity_forward']:.1f} / {heldout['perplexity_backward']:.1f}"
+            if heldout.get("perplexity_forward")
+            else None,
+        ),
+    ]
     return [{"": k, "value": str(v)} for k, v in rows if v is not None]
 
 
@@ -213,8 +229,28 @@ class DataUnavailable(RuntimeError):
     pass
 
 
-COARSEWSD_WORDS = ("apple", "arm", "bank", "bass", "bow", "chair", "club", "crane", "deck", "digit", "hood", "java",
-                   "mole", "pitcher", "pound", "seal", "spring", "square", "trunk", "yard")
+COARSEWSD_WORDS = (
+    "apple",
+    "arm",
+    "bank",
+    "bass",
+    "bow",
+    "chair",
+    "club",
+    "crane",
+    "deck",
+    "digit",
+    "hood",
+    "java",
+    "mole",
+    "pitcher",
+    "pound",
+    "seal",
+    "spring",
+    "square",
+    "trunk",
+    "yard",
+)
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -228,9 +264,14 @@ def spec_key(spec: ModelSpec) -> tuple:
 
 def projection_choice(key: str) -> str:
     """PCA by default; UMAP and t-SNE only when asked (slower, and UMAP compiles on first use)."""
-    label = st.radio("2-D projection", ["PCA", "UMAP", "t-SNE"], horizontal=True, key=key,
-                     help="PCA is linear and exact; UMAP/t-SNE show neighbourhoods but distort distances. "
-                          "UMAP's first use in a session compiles numba code (about a minute).")
+    label = st.radio(
+        "2-D projection",
+        ["PCA", "UMAP", "t-SNE"],
+        horizontal=True,
+        key=key,
+        help="PCA is linear and exact; UMAP/t-SNE show neighbourhoods but distort distances. "
+        "UMAP's first use in a session compiles numba code (about a minute).",
+    )
     return {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}[label]
 
 

@@ -41,7 +41,9 @@ def check_model(model: Optional[str]) -> Optional[str]:
     if not path.is_dir():
         return f"--model {model}: no such directory (give a checkpoint directory or random:PRESET)"
     if not (path / "model.safetensors").is_file():
-        return f"--model {model}: no model.safetensors in that directory (for a released ELMo choose it on the Model page)"
+        return (
+            f"--model {model}: no model.safetensors in that directory (for a released ELMo choose it on the Model page)"
+        )
     return None
 
 
@@ -63,9 +65,23 @@ def wait_until_healthy(url: str, process: subprocess.Popen, timeout_s: float = 1
 
 
 def streamlit_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(HOME),
-            "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
-            "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(HOME),
+        "--server.headless",
+        "true",
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
 
 
 def run_app(port: Optional[int] = None, model: Optional[str] = None) -> int:
@@ -82,7 +98,9 @@ def run_app(port: Optional[int] = None, model: Optional[str] = None) -> int:
     port = port or free_port()
     env = dict(os.environ)
     if model is not None:
-        env[MODEL_ENV] = str(Path(model).expanduser().resolve()) if not model.startswith("random:") and model != "shipped" else model
+        env[MODEL_ENV] = (
+            str(Path(model).expanduser().resolve()) if not model.startswith("random:") and model != "shipped" else model
+        )
     print(f"probing-lab app: http://127.0.0.1:{port}  (model: {model or 'shipped'}; Ctrl-C stops)", file=sys.stderr)
     process = subprocess.Popen(streamlit_command(port), env=env, cwd=str(APP_DIR.parent))
     try:

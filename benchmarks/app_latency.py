@@ -31,13 +31,30 @@ import launch  # noqa: E402
 
 CHROMIUM = os.environ.get("PROBING_LAB_CHROMIUM", "/usr/bin/chromium")
 TARGET_S = 2.0
-MONEY = ["the cheque went into my account at the", "the {} raised its interest rates", "a teller at the savings",
-         "the central {} printed money", "he asked the {} for a loan", "thieves robbed the", "the {} charges a fee",
-         "our {} closed its branch", "she deposited her wages at the", "the {} approved the mortgage"]
-RIVER = ["we had a picnic on the grassy", "the boat drifted to the muddy", "fishermen lined the {} of the stream",
-         "the river burst its", "reeds grew along the {} of the canal", "the children slid down the steep",
-         "a heron stood on the far", "they pulled the canoe up on the", "the {} of the creek was steep",
-         "willows grew on the {} of the pond"]
+MONEY = [
+    "the cheque went into my account at the",
+    "the {} raised its interest rates",
+    "a teller at the savings",
+    "the central {} printed money",
+    "he asked the {} for a loan",
+    "thieves robbed the",
+    "the {} charges a fee",
+    "our {} closed its branch",
+    "she deposited her wages at the",
+    "the {} approved the mortgage",
+]
+RIVER = [
+    "we had a picnic on the grassy",
+    "the boat drifted to the muddy",
+    "fishermen lined the {} of the stream",
+    "the river burst its",
+    "reeds grew along the {} of the canal",
+    "the children slid down the steep",
+    "a heron stood on the far",
+    "they pulled the canoe up on the",
+    "the {} of the creek was steep",
+    "willows grew on the {} of the pond",
+]
 
 
 def contexts(repeat: int) -> str:
@@ -55,12 +72,15 @@ def settle(page, timeout_ms: int = 120_000) -> None:
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
         " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
-        timeout=timeout_ms, polling=50)
+        timeout=timeout_ms,
+        polling=50,
+    )
 
 
 def library_update(model: str, repeat: int) -> float:
     """The Polysemy page's work for 20 contexts, through the library only."""
     import figures
+
     from probing_lab.analysis import collect, cosine_matrix, parse_lines, project
     from probing_lab.elmo import Embedder
     from probing_lab.models import load_model
@@ -82,9 +102,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     import torch
+    from playwright.sync_api import sync_playwright
 
     torch.set_num_threads(args.threads)
     env = dict(os.environ, PROBING_LAB_MODEL=args.model, OMP_NUM_THREADS=str(args.threads))
@@ -94,8 +113,9 @@ def main() -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         t0 = time.perf_counter()
-        server = subprocess.Popen(launch.streamlit_command(port), cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            launch.streamlit_command(port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             if not launch.wait_until_healthy(url, server, timeout_s=180):
                 raise SystemExit("Streamlit did not come up (run `probing-lab app` to see why)")
@@ -131,10 +151,18 @@ def main() -> None:
 
     update = statistics.median(updates)
     print(f"model {args.model}, {args.threads} threads, {args.repeats} repeats, Streamlit exceptions shown: {errors}")
-    print(f"  cold start: server answers after {t_server:5.2f} s; Tour page drawn (model loaded, live figure) after {t_cold:5.2f} s")
-    print(f"  Polysemy update, 20 contexts, in the browser: median {update:5.2f} s  (runs: {', '.join(f'{u:.2f}' for u in updates)})")
+    print(
+        f"  cold start: server answers after {t_server:5.2f} s; "
+        f"Tour page drawn (model loaded, live figure) after {t_cold:5.2f} s"
+    )
+    print(
+        f"  Polysemy update, 20 contexts, in the browser: median {update:5.2f} s  "
+        f"(runs: {', '.join(f'{u:.2f}' for u in updates)})"
+    )
     print(f"  the same work in the library alone:        median {statistics.median(library):5.2f} s")
-    print(f"  update / target ({TARGET_S:.0f} s) = {update / TARGET_S:.2f}  ({'met' if update < TARGET_S else 'NOT met'})")
+    print(
+        f"  update / target ({TARGET_S:.0f} s) = {update / TARGET_S:.2f}  ({'met' if update < TARGET_S else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

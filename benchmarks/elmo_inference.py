@@ -58,7 +58,7 @@ def matmul_peak(repeats: int) -> float:
     best = 0.0
     for n in (1024, 2048):
         a, b = torch.randn(n, n), torch.randn(n, n)
-        t = best_time(lambda: torch.mm(a, b), repeats)
+        t = best_time(lambda a=a, b=b: torch.mm(a, b), repeats)
         best = max(best, 2 * n**3 / t / 1e9)
     return best
 
@@ -118,8 +118,10 @@ class AllenNlpStyleCell(nn.Module):
 
 def allennlp_style_stack(model: ElmoBiLM) -> list[list[AllenNlpStyleCell]]:
     lstm = model.lstm
-    return [[AllenNlpStyleCell(layer, d, lstm.cell_clip, lstm.proj_clip, go_forward=d == 0) for layer in lstm.layers]
-            for d in range(2)]
+    return [
+        [AllenNlpStyleCell(layer, d, lstm.cell_clip, lstm.proj_clip, go_forward=d == 0) for layer in lstm.layers]
+        for d in range(2)
+    ]
 
 
 def run_allennlp_style(stacks, x: torch.Tensor) -> torch.Tensor:
@@ -137,8 +139,13 @@ def run_allennlp_style(stacks, x: torch.Tensor) -> torch.Tensor:
 
 def nn_lstm_stack(model: ElmoBiLM) -> list[list[nn.LSTM]]:
     o = model.options
-    return [[nn.LSTM(o.projection_dim, o.lstm_dim, proj_size=o.projection_dim, batch_first=True).eval()
-             for _ in model.lstm.layers] for _ in range(2)]
+    return [
+        [
+            nn.LSTM(o.projection_dim, o.lstm_dim, proj_size=o.projection_dim, batch_first=True).eval()
+            for _ in model.lstm.layers
+        ]
+        for _ in range(2)
+    ]
 
 
 def run_nn_lstm(stacks, x: torch.Tensor) -> torch.Tensor:
@@ -182,14 +189,30 @@ def main() -> None:
             loop = allennlp_style_stack(model)
             same = (run_allennlp_style(loop, x) - model.lstm(x, mask)[0][-1]).abs().max().item()
             assert same < 1e-4, f"the per-step loop and the exact path disagree by {same}"
-            times = interleaved_best({"exact": lambda: model.lstm(x, mask), "loop": lambda: run_allennlp_style(loop, x),
-                                      "nn": lambda: run_nn_lstm(stacks, x), "full": lambda: model(char_ids)}, args.repeats)
+            times = interleaved_best(
+                {
+                    "exact": lambda model=model, x=x, mask=mask: model.lstm(x, mask),
+                    "loop": lambda loop=loop, x=x: run_allennlp_style(loop, x),
+                    "nn": lambda stacks=stacks, x=x: run_nn_lstm(stacks, x),
+                    "full": lambda model=model, char_ids=char_ids: model(char_ids),
+                },
+                args.repeats,
+            )
             t_exact, t_loop, t_nn, t_full = times["exact"], times["loop"], times["nn"], times["full"]
         gflops = lstm_flops_per_token(model) * n_tokens / t_exact / 1e9
         print(f"\n[{size}] {model.count_parameters():,} parameters")
-        print(f"  exact path       {n_tokens / t_exact:9.0f} tokens/s   {gflops:6.1f} GFLOP/s = {gflops / peak:.0%} of mm peak")
-        print(f"  per-step loop    {n_tokens / t_loop:9.0f} tokens/s   exact/loop    = {t_loop / t_exact:.2f}x (target >= 2x)")
-        print(f"  nn.LSTM(proj)    {n_tokens / t_nn:9.0f} tokens/s   exact/nn.LSTM = {t_nn / t_exact:.2f}x (target >= 0.8x)")
+        print(
+            f"  exact path       {n_tokens / t_exact:9.0f} tokens/s   "
+            f"{gflops:6.1f} GFLOP/s = {gflops / peak:.0%} of mm peak"
+        )
+        print(
+            f"  per-step loop    {n_tokens / t_loop:9.0f} tokens/s   "
+            f"exact/loop    = {t_loop / t_exact:.2f}x (target >= 2x)"
+        )
+        print(
+            f"  nn.LSTM(proj)    {n_tokens / t_nn:9.0f} tokens/s   "
+            f"exact/nn.LSTM = {t_nn / t_exact:.2f}x (target >= 0.8x)"
+        )
         print(f"  full biLM (char CNN + LSTM) {n_tokens / t_full:.0f} tokens/s")
 
 

@@ -9,6 +9,11 @@ sentences (natural lengths and word frequencies), random weights, at the ``small
 ``original`` shapes; outputs compared (max abs difference). Targets: >= 2.0x at small, >= 1.6x
 at original.
 
+The char CNN alone, three ways (``--cnn``): ``conv1d`` + max per filter width, one matrix
+product over the unfolded character windows per width (what the lab runs), and one product for
+all widths at once (windows of the widest filter, narrower filters zero-padded, positions past
+each width's end masked); forward only (inference) and forward + backward (training).
+
 Then the whole ``probing-lab embed`` command (a subprocess writing hdf5) on 2,000 and 20,000
 sentences at the small shape: tokens/s and peak RSS (which must stay flat with input size).
 
@@ -18,7 +23,6 @@ sentences at the small shape: tokens/s and peak RSS (which must stay flat with i
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
@@ -43,8 +47,10 @@ class AllenNlpStylePipeline:
     def __init__(self, model: ElmoBiLM, batch_size: int = 64):
         self.model, self.batch_size = model, batch_size
         lstm = model.lstm
-        self.cells = [[AllenNlpStyleCell(layer, d, lstm.cell_clip, lstm.proj_clip, go_forward=d == 0) for layer in lstm.layers]
-                      for d in range(2)]
+        self.cells = [
+            [AllenNlpStyleCell(layer, d, lstm.cell_clip, lstm.proj_clip, go_forward=d == 0) for layer in lstm.layers]
+            for d in range(2)
+        ]
 
     def char_cnn(self, char_ids: torch.Tensor) -> torch.Tensor:
         enc = self.model.token_encoder
@@ -86,6 +92,60 @@ class AllenNlpStylePipeline:
         return out
 
 
+def cnn_contenders(model: ElmoBiLM, char_ids: torch.Tensor) -> dict:
+    """Max-pooled convolution features ``(N, n_filters)`` before the activation, three ways."""
+    from probing_lab.elmo.modules import _conv_max
+
+    enc = model.token_encoder
+    convs = list(enc.convs)
+    widest = max(c.weight.shape[2] for c in convs)
+    dim = enc.char_embed.shape[1]
+
+    def embed():
+        return F.embedding(char_ids, enc.char_table())  # (N, 50, char_dim)
+
+    def conv1d():
+        x = embed().transpose(1, 2)
+        return torch.cat([conv(x).max(dim=-1).values for conv in convs], dim=-1)
+
+    def unfolded():
+        x = embed()
+        return torch.cat([_conv_max(x, conv) for conv in convs], dim=-1)
+
+    def all_widths():
+        x = F.pad(embed(), (0, 0, 0, widest - 1))  # zero rows past the last character
+        windows = x.unfold(1, widest, 1)  # (N, 50, char_dim, widest)
+        weight = torch.cat([F.pad(c.weight, (0, widest - c.weight.shape[2])) for c in convs]).reshape(-1, dim * widest)
+        y = torch.matmul(windows.reshape(*windows.shape[:2], -1), weight.t())
+        ends = torch.cat([torch.full((c.weight.shape[0],), char_ids.shape[1] - c.weight.shape[2] + 1) for c in convs])
+        y = y.masked_fill(torch.arange(char_ids.shape[1]).unsqueeze(1) >= ends, float("-inf"))
+        return y.max(dim=1).values + torch.cat([c.bias for c in convs])
+
+    return {"conv1d": conv1d, "unfolded": unfolded, "all widths": all_widths}
+
+
+def compare_cnn(size: str, n_words: int, repeats: int) -> None:
+    torch.manual_seed(0)
+    model = ElmoBiLM(get_preset(size))
+    char_ids = torch.randint(1, 262, (n_words, 50))
+    fns = cnn_contenders(model, char_ids)
+    with torch.no_grad():
+        ref = fns["conv1d"]()
+        diffs = {name: (fn() - ref).abs().max().item() / ref.abs().max().item() for name, fn in fns.items()}
+        inference = interleaved_best(fns, repeats)
+
+    def with_backward(fn):
+        return lambda: fn().sum().backward()
+
+    training = interleaved_best({name: with_backward(fn) for name, fn in fns.items()}, repeats)
+    for name in fns:
+        print(
+            f"  [{size}] char CNN {name:10s} forward {inference['conv1d'] / inference[name]:.2f}x, "
+            f"forward+backward {training['conv1d'] / training[name]:.2f}x of conv1d; "
+            f"max relative difference {diffs[name]:.1e}"
+        )
+
+
 def interleaved_best(fns: dict, repeats: int) -> dict:
     best = {name: float("inf") for name in fns}
     for _ in range(repeats):
@@ -100,10 +160,26 @@ def command_run(model_dir: Path, sentences: list[list[str]], work: Path, threads
     """``probing-lab embed`` as a user runs it: (tokens/s, peak RSS in MB of the child)."""
     src = work / f"input-{len(sentences)}.txt"
     src.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-    code = ("import resource, sys, time; from probing_lab.cli import main; t = time.perf_counter(); rc = main(sys.argv[1:]); "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024); sys.exit(rc)")
-    cmd = [sys.executable, "-c", code, "--threads", str(threads), "embed", "--model", str(model_dir), "--input", str(src),
-           "--output", str(work / "out.hdf5"), "--quiet"]
+    code = (
+        "import resource, sys, time; from probing_lab.cli import main; "
+        "t = time.perf_counter(); rc = main(sys.argv[1:]); "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024); sys.exit(rc)"
+    )
+    cmd = [
+        sys.executable,
+        "-c",
+        code,
+        "--threads",
+        str(threads),
+        "embed",
+        "--model",
+        str(model_dir),
+        "--input",
+        str(src),
+        "--output",
+        str(work / "out.hdf5"),
+        "--quiet",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     seconds, rss = map(float, done.stdout.split()[-2:])
     return sum(map(len, sentences)) / seconds, rss
@@ -117,8 +193,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--skip-command", action="store_true")
+    parser.add_argument("--cnn", action="store_true", help="only the char CNN comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.cnn:
+        for size in ("cpu-small", "small"):
+            compare_cnn(size, 1100, args.repeats + 2)
+        return
     dev = [s.words for s in load_dataset("ewt", "dev", args.data_dir)]
     sentences = dev[: args.sentences]
     n_tokens = sum(map(len, sentences))
@@ -128,11 +209,16 @@ def main() -> None:
         model = ElmoBiLM(get_preset(size)).eval()
         lab, allen = Embedder(model, batch_size=64), AllenNlpStylePipeline(model)
         diff = max(np.abs(a - b).max() for a, b in zip(lab.embed(sentences[:64]), allen.embed(sentences[:64])))
-        times = interleaved_best({"lab": lambda: lab.embed(sentences), "allennlp": lambda: allen.embed(sentences)}, args.repeats)
+        times = interleaved_best(
+            {"lab": lambda lab=lab: lab.embed(sentences), "allennlp": lambda allen=allen: allen.embed(sentences)},
+            args.repeats,
+        )
         ratio = times["allennlp"] / times["lab"]
         target = 2.0 if size == "small" else 1.6
-        print(f"[{size}] lab {n_tokens / times['lab']:7.0f} tokens/s, AllenNLP-style {n_tokens / times['allennlp']:7.0f} "
-              f"tokens/s: {ratio:.2f}x (target >= {target}x); max abs difference {diff:.1e}")
+        print(
+            f"[{size}] lab {n_tokens / times['lab']:7.0f} tokens/s, AllenNLP-style {n_tokens / times['allennlp']:7.0f} "
+            f"tokens/s: {ratio:.2f}x (target >= {target}x); max abs difference {diff:.1e}"
+        )
     if args.skip_command:
         return
     train = [s.words for s in load_dataset("ewt", "train", args.data_dir)]

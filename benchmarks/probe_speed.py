@@ -46,7 +46,10 @@ def main() -> None:
     X, y = split["train"][0], index.encode(split["train"][1])
     Xd, yd = split["dev"][0], index.encode(split["dev"][1])
     Xt, yt = split["test"][0], index.encode(split["test"][1])
-    print(f"model {loaded.name}, layer {args.layer}: train {X.shape}, test {Xt.shape}, {len(index)} labels, {args.threads} threads")
+    print(
+        f"model {loaded.name}, layer {args.layer}: train {X.shape}, test {Xt.shape}, "
+        f"{len(index)} labels, {args.threads} threads"
+    )
 
     t = time.perf_counter()
     probe = fit_probe(X, y, Xd, yd, len(index), ProbeConfig())
@@ -63,12 +66,23 @@ def main() -> None:
     t_sk = time.perf_counter() - t
     acc_sk = float((sk.predict((Xt - mean) / std) == yt).mean())
 
-    print(f"  torch probe, Adam      acc {acc_torch:.4f}   {t_torch:7.1f} s   ({probe.epochs_run} epochs, early stopping on dev; the default)")
-    print(f"  torch probe, L-BFGS    acc {acc_lbfgs:.4f}   {t_lbfgs:7.1f} s   ({lbfgs.epochs_run} x 25 full-batch iterations)")
-    print(f"  sklearn LogisticRegr.  acc {acc_sk:.4f}   {t_sk:7.1f} s   (lbfgs, max_iter=300, n_iter={int(sk.n_iter_[0])})")
+    print(
+        f"  torch probe, Adam      acc {acc_torch:.4f}   {t_torch:7.1f} s   "
+        f"({probe.epochs_run} epochs, early stopping on dev; the default)"
+    )
+    print(
+        f"  torch probe, L-BFGS    acc {acc_lbfgs:.4f}   {t_lbfgs:7.1f} s   "
+        f"({lbfgs.epochs_run} x 25 full-batch iterations)"
+    )
+    print(
+        f"  sklearn LogisticRegr.  acc {acc_sk:.4f}   {t_sk:7.1f} s   "
+        f"(lbfgs, max_iter=300, n_iter={int(sk.n_iter_[0])})"
+    )
     for name, acc, secs in (("Adam", acc_torch, t_torch), ("L-BFGS", acc_lbfgs, t_lbfgs)):
-        print(f"  {name:6s}: accuracy difference {100 * (acc - acc_sk):+.2f} points (target within 0.5); "
-              f"speed-up {t_sk / secs:.1f}x (target >= 3x)")
+        print(
+            f"  {name:6s}: accuracy difference {100 * (acc - acc_sk):+.2f} points (target within 0.5); "
+            f"speed-up {t_sk / secs:.1f}x (target >= 3x)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from probing_lab.elmo import get_preset
-from probing_lab.training.trainer import BiLanguageModel
+from probing_lab.training.lm import BiLanguageModel
 
 
 class NnLstmStreams(nn.Module):
@@ -33,8 +33,10 @@ class NnLstmStreams(nn.Module):
     def __init__(self, options):
         super().__init__()
         self.stacks = nn.ModuleList(
-            nn.ModuleList(nn.LSTM(options.projection_dim, options.lstm_dim, proj_size=options.projection_dim, batch_first=True)
-                          for _ in range(options.n_layers))
+            nn.ModuleList(
+                nn.LSTM(options.projection_dim, options.lstm_dim, proj_size=options.projection_dim, batch_first=True)
+                for _ in range(options.n_layers)
+            )
             for _ in range(2)
         )
 
@@ -44,7 +46,9 @@ class NnLstmStreams(nn.Module):
         for d, stack in enumerate(self.stacks):
             inputs, hd, cd = x[d], [], []
             for k, lstm in enumerate(stack):
-                y, (h, c) = lstm(nn.functional.dropout(inputs, dropout, self.training), (h0[k, d : d + 1], c0[k, d : d + 1]))
+                y, (h, c) = lstm(
+                    nn.functional.dropout(inputs, dropout, self.training), (h0[k, d : d + 1], c0[k, d : d + 1])
+                )
                 inputs = y + inputs if k > 0 else y
                 hd.append(h[0])
                 cd.append(c[0])
@@ -152,8 +156,12 @@ def main() -> None:
     parser.add_argument("--unroll", type=int, default=20)
     parser.add_argument("--vocab", type=int, default=40000)
     parser.add_argument("--negatives", type=int, default=2048)
-    parser.add_argument("--distinct", type=int, default=1100, help="distinct word types per window (about 1,100 "
-                        "in a 128 x 20 window of the lab's corpus)")
+    parser.add_argument(
+        "--distinct",
+        type=int,
+        default=1100,
+        help="distinct word types per window (about 1,100 in a 128 x 20 window of the lab's corpus)",
+    )
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
@@ -178,8 +186,10 @@ def main() -> None:
         for name, step in contenders.items():
             best[name] = min(best[name], median_time(step, args.steps))
     tokens = args.batch * args.unroll
-    print(f"preset {args.preset}: batch {args.batch} x {args.unroll} tokens ({args.distinct} distinct types), "
-          f"vocab {args.vocab}, {args.negatives} negatives, Adam, {args.threads} threads")
+    print(
+        f"preset {args.preset}: batch {args.batch} x {args.unroll} tokens ({args.distinct} distinct types), "
+        f"vocab {args.vocab}, {args.negatives} negatives, Adam, {args.threads} threads"
+    )
     for name, t in best.items():
         print(f"  {name:8s} {tokens / t:8.0f} tokens/s")
     print(f"  now / before  = {best['before'] / best['now']:.2f}x")

@@ -70,9 +70,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.model is None and args.options is None and shipped_model_dir() is None:
         args.model = "random:cpu-base"
-        print("No shipped model in this checkout yet: using a RANDOMLY INITIALISED cpu-base ELMo.\n"
-              "Only the structure is meaningful (L0 is context-free, L1/L2 are not); pass\n"
-              "--options/--weights for a released ELMo or --model DIR for a trained one.\n")
+        print(
+            "No shipped model in this checkout yet: using a RANDOMLY INITIALISED cpu-base ELMo.\n"
+            "Only the structure is meaningful (L0 is context-free, L1/L2 are not); pass\n"
+            "--options/--weights for a released ELMo or --model DIR for a trained one.\n"
+        )
     loaded = load_model(args.model, args.options, args.weights, args.seed)
     elmo = Embedder(loaded.model)
     sentences = [
@@ -100,30 +102,60 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .models import load_model
 
     loaded = load_model(args.model, args.options, args.weights, args.seed)
-    print(json.dumps({"model": loaded.name, "parameters": loaded.model.count_parameters(),
-                      "options": loaded.model.options.to_dict()}, indent=2))
+    print(
+        json.dumps(
+            {
+                "model": loaded.name,
+                "parameters": loaded.model.count_parameters(),
+                "options": loaded.model.options.to_dict(),
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
 def cmd_corpus_build(args: argparse.Namespace) -> int:
-    from .datadir import data_dir
+    from .datasets.registry import resolve_data_dir
     from .training.corpus import build_corpus, default_exclusions
 
     exclude = [Path(p) for p in args.exclude]
     if not args.no_default_exclusions:
-        where = data_dir(args.data_dir)
+        where, how = resolve_data_dir(args.data_dir)  # wherever load_dataset finds the probe datasets
         found = default_exclusions(where)
+        if found:
+            log.info("excluding the sentences of %d probe dataset files under %s (%s)", len(found), where, how)
         if not found:
-            log.warning("no probe datasets found under %s (UD EWT/GUM, PTB sample, WSD sets): nothing excluded "
-                        "from them; set --data-dir or PROBING_LAB_DATA", where or "(no data directory set)")
+            log.warning(
+                "no probe datasets found under %s (UD EWT/GUM, PTB sample, WSD sets): nothing excluded "
+                "from them; set --data-dir or PROBING_LAB_DATA",
+                where or "(no data directory set)",
+            )
         exclude += found
-    stats = build_corpus(args.out, args.sources, exclude=exclude, heldout_fraction=args.heldout_fraction,
-                         n_shards=args.shards, min_count=args.min_count, seed=args.seed, progress=log.info,
-                         gcide_definition_tokens=args.gcide_definition_tokens)
+    stats = build_corpus(
+        args.out,
+        args.sources,
+        exclude=exclude,
+        heldout_fraction=args.heldout_fraction,
+        n_shards=args.shards,
+        min_count=args.min_count,
+        seed=args.seed,
+        progress=log.info,
+        gcide_definition_tokens=args.gcide_definition_tokens,
+    )
     t = stats["train"]
-    log.info("wrote %s: train %d sentences, %d tokens, %d types; heldout %d tokens; vocab %d; "
-             "%d duplicates and %d evaluation sentences removed", args.out, t["sentences"], t["tokens"], t["types"],
-             stats["heldout"]["tokens"], stats["vocab_size"], stats["duplicates_removed"], stats["evaluation_sentences_removed"])
+    log.info(
+        "wrote %s: train %d sentences, %d tokens, %d types; heldout %d tokens; vocab %d; "
+        "%d duplicates and %d evaluation sentences removed",
+        args.out,
+        t["sentences"],
+        t["tokens"],
+        t["types"],
+        stats["heldout"]["tokens"],
+        stats["vocab_size"],
+        stats["duplicates_removed"],
+        stats["evaluation_sentences_removed"],
+    )
     return 0
 
 
@@ -135,7 +167,8 @@ def cmd_corpus_fetch_help(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .training.trainer import TrainConfig, train
+    from .training.config import TrainConfig
+    from .training.trainer import train
 
     config = TrainConfig.load(args.config)
     evaluate = None
@@ -144,23 +177,43 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         evaluate = QuickEval.load(args.data_dir)
     if args.resume_from:
-        from .training.trainer import restore_warm_start
+        from .training.checkpoint import restore_warm_start
 
         restore_warm_start(args.resume_from, args.out)
-    summary = train(config, args.corpus, args.out, resume=args.resume or bool(args.resume_from),
-                    progress=not args.quiet, evaluate=evaluate)
+    summary = train(
+        config,
+        args.corpus,
+        args.out,
+        resume=args.resume or bool(args.resume_from),
+        progress=not args.quiet,
+        evaluate=evaluate,
+    )
     state = "interrupted" if summary["interrupted"] else "finished"
-    log.info("%s at step %d/%d (%d tokens, %.0f s of training); checkpoint in %s/checkpoints",
-             state, summary["step"], summary["total_steps"], summary["tokens_seen"], summary["wall_time_s"], args.out)
+    log.info(
+        "%s at step %d/%d (%d tokens, %.0f s of training); checkpoint in %s/checkpoints",
+        state,
+        summary["step"],
+        summary["total_steps"],
+        summary["tokens_seen"],
+        summary["wall_time_s"],
+        args.out,
+    )
     return 130 if summary["interrupted"] else 0
 
 
 def cmd_eval_lm(args: argparse.Namespace) -> int:
-    from .training.trainer import evaluate_lm, load_lm
+    from .training.checkpoint import load_lm
+    from .training.lm import evaluate_lm
 
     lm, info = load_lm(args.run)
-    result = evaluate_lm(lm, args.corpus, info["config"].get("vocab_size"), file=Path(args.file) if args.file else None,
-                         max_tokens=args.max_tokens, progress=not args.quiet)
+    result = evaluate_lm(
+        lm,
+        args.corpus,
+        info["config"].get("vocab_size"),
+        file=Path(args.file) if args.file else None,
+        max_tokens=args.max_tokens,
+        progress=not args.quiet,
+    )
     print(json.dumps(result, indent=2))
     return 0
 
@@ -168,14 +221,19 @@ def cmd_eval_lm(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
-    from .training.trainer import export_encoder, export_warm_start
+    from .training.checkpoint import export_encoder, export_warm_start
 
     if args.warm_start:
-        log.info("wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
-                 export_warm_start(args.run, args.out), args.out)
+        log.info(
+            "wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
+            export_warm_start(args.run, args.out),
+            args.out,
+        )
         return 0
     card = json.loads(Path(args.card).read_text(encoding="utf-8")) if args.card else None
-    out = export_encoder(args.run, args.out, dtype=torch.float16 if args.dtype == "float16" else torch.float32, card=card)
+    out = export_encoder(
+        args.run, args.out, dtype=torch.float16 if args.dtype == "float16" else torch.float32, card=card
+    )
     log.info("wrote %s", out)
     return 0
 
@@ -196,7 +254,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     for path in args.experiments:
         out = args.out if len(args.experiments) == 1 else (str(Path(args.out) / Path(path).stem) if args.out else None)
-        run = run_experiment(path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info)
+        run = run_experiment(
+            path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
+        )
         print(run)
     return 0
 
@@ -232,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="text file, one whitespace-tokenized sentence per line")
     p.add_argument("--output", required=True, help="hdf5 file: datasets '0', '1', ... of (layers, tokens, dim)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--stateful", action="store_true", help="carry LSTM state across batches, per batch row (original ELMo)")
+    p.add_argument(
+        "--stateful", action="store_true", help="carry LSTM state across batches, per batch row (original ELMo)"
+    )
     p.add_argument("--fused", action="store_true", help="torch.lstm fused path (no clipping; see README)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_model_args(p)
@@ -251,15 +313,21 @@ def build_parser() -> argparse.ArgumentParser:
     c = corpus.add_parser("build", help="normalise, split, tokenize, dedupe, hold out, write vocab + stats")
     c.add_argument("sources", nargs="+", help="text files, folders, .zip/.tgz/.whl/.deb archives")
     c.add_argument("--out", required=True, help="corpus folder to write")
-    c.add_argument("--exclude", action="append", default=[], help="extra evaluation file whose sentences must not be trained on")
+    c.add_argument(
+        "--exclude", action="append", default=[], help="extra evaluation file whose sentences must not be trained on"
+    )
     c.add_argument("--data-dir", help="where the probe evaluation sets are (default $PROBING_LAB_DATA)")
     c.add_argument("--no-default-exclusions", action="store_true")
     c.add_argument("--heldout-fraction", type=float, default=0.01)
     c.add_argument("--shards", type=int, default=4, help="train shards (at least one per training process)")
     c.add_argument("--min-count", type=int, default=2, help="vocabulary: minimum count")
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--gcide-definition-tokens", type=int, default=1_000_000,
-                   help="at most this many tokens of GCIDE definitions (a seeded random sample)")
+    c.add_argument(
+        "--gcide-definition-tokens",
+        type=int,
+        default=1_000_000,
+        help="at most this many tokens of GCIDE definitions (a seeded random sample)",
+    )
     c.set_defaults(func=cmd_corpus_build)
     c = corpus.add_parser("fetch-help", help="print the commands that fetch the registry text packages")
     c.set_defaults(func=cmd_corpus_fetch_help)
@@ -269,8 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="folder written by `probing-lab corpus build`")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("--resume-from", metavar="STATE", help="continue a run from a warm-start state (`export --warm-start`) in a new --out")
-    p.add_argument("--data-dir", help="probe datasets for the learning curves (eval_every_steps; default $PROBING_LAB_DATA)")
+    p.add_argument(
+        "--resume-from",
+        metavar="STATE",
+        help="continue a run from a warm-start state (`export --warm-start`) in a new --out",
+    )
+    p.add_argument(
+        "--data-dir", help="probe datasets for the learning curves (eval_every_steps; default $PROBING_LAB_DATA)"
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_train)
 
@@ -287,12 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
     p.add_argument("--card", help="JSON file merged into the model card")
-    p.add_argument("--warm-start", action="store_true",
-                   help="instead: the run's latest checkpoint with its softmax in float16, without optimizer moments, "
-                        "small enough to commit (continue it with `train --resume-from`)")
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="instead: the run's latest checkpoint with its softmax in float16, without optimizer moments, "
+        "small enough to commit (continue it with `train --resume-from`)",
+    )
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("curves", help="a training run's learning curves: heldout perplexity, quick WSD and UPOS per layer")
+    p = sub.add_parser(
+        "curves", help="a training run's learning curves: heldout perplexity, quick WSD and UPOS per layer"
+    )
     p.add_argument("runs", nargs="+", help="run directories (or curves.jsonl files) of `probing-lab train`")
     p.add_argument("--png", help="also draw them into this PNG")
     p.set_defaults(func=cmd_curves)

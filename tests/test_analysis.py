@@ -135,7 +135,9 @@ def test_pca_degenerate_inputs():
     line = np.array([[0, 0], [1, 1], [2, 2], [3, 3]], dtype=float)
     out = J.project(line, "pca", unit=False)
     assert out.shape == (4, 2) and np.allclose(out[:, 1], 0)
-    np.testing.assert_allclose(np.abs(out[:, 0]), np.array([1.5, 0.5, 0.5, 1.5]) * math.sqrt(2))  # distance from the mean
+    np.testing.assert_allclose(
+        np.abs(out[:, 0]), np.array([1.5, 0.5, 0.5, 1.5]) * math.sqrt(2)
+    )  # distance from the mean
     assert np.all(J.project(np.ones((5, 3)), "pca") == 0)  # identical points: one dot at the origin
     assert J.project(np.ones((1, 3)), "pca").shape == (1, 2)
 
@@ -190,8 +192,11 @@ def test_inflections_and_find_target():
 
 def test_parse_lines():
     text = "I paid it into the bank. | money\n\n  The river bank flooded. |river \nNo label here.\n"
-    assert P.parse_lines(text) == [("I paid it into the bank.", "money"), ("The river bank flooded.", "river"),
-                                   ("No label here.", None)]
+    assert P.parse_lines(text) == [
+        ("I paid it into the bank.", "money"),
+        ("The river bank flooded.", "river"),
+        ("No label here.", None),
+    ]
 
 
 class TypeAndContext:
@@ -208,7 +213,11 @@ class TypeAndContext:
         out = []
         for s in sentences:
             L0 = np.stack([self._word(w) for w in s]) if s else np.zeros((0, 8))
-            L1 = np.stack([L0[i] + 0.8 * sum(L0[j] for j in range(len(s)) if j != i) for i in range(len(s))]) if s else L0
+            L1 = (
+                np.stack([L0[i] + 0.8 * sum(L0[j] for j in range(len(s)) if j != i) for i in range(len(s))])
+                if s
+                else L0
+            )
             out.append(np.stack([L0, L1, L1 * 2 + 1]).astype(np.float32))
         return out
 
@@ -224,8 +233,13 @@ def test_embed_tokens_layout():
 
 
 def test_collect_reports_missing_and_l0_collapses():
-    sentences = ["I paid the cheque into the bank .", "No target in this one .", "We sat on the river bank .",
-                 "The [bank] raised its rates .", "Fish swim near the bank of the stream ."]
+    sentences = [
+        "I paid the cheque into the bank .",
+        "No target in this one .",
+        "We sat on the river bank .",
+        "The [bank] raised its rates .",
+        "Fish swim near the bank of the stream .",
+    ]
     occ = P.collect(TypeAndContext(), sentences, target="bank", labels=["money", None, "river", "money", "river"])
     assert occ.missing == [1] and occ.source == [0, 2, 3, 4] and occ.n == 4
     assert occ.positions == [6, 5, 1, 4] and occ.sentences[2][1] == "bank"  # the mark was removed
@@ -247,8 +261,12 @@ def test_l0_collapse_with_a_real_random_model():
     from probing_lab.models import load_model
 
     embedder = Embedder(load_model("random:cpu-tiny").model)
-    occ = P.collect(embedder, ["The bank closed early .", "They fished from the bank .", "A bank loan ."], target="bank",
-                    labels=["money", "river", "money"])
+    occ = P.collect(
+        embedder,
+        ["The bank closed early .", "They fished from the bank .", "A bank loan ."],
+        target="bank",
+        labels=["money", "river", "money"],
+    )
     sep = occ.separation()
     assert sep["0"]["self_similarity"] == pytest.approx(1.0, abs=1e-5)
     assert sep["0"]["silhouette"] == pytest.approx(0.0, abs=1e-4)
@@ -257,8 +275,13 @@ def test_l0_collapse_with_a_real_random_model():
 
 
 def test_labelled_positions_from_records():
-    tok = lambda form, sense=None: SimpleNamespace(form=form, sense=sense)
-    records = [SimpleNamespace(tokens=[tok("the"), tok("bank", "bank_(geography)")]), SimpleNamespace(tokens=[tok("x")])]
+    def tok(form, sense=None):
+        return SimpleNamespace(form=form, sense=sense)
+
+    records = [
+        SimpleNamespace(tokens=[tok("the"), tok("bank", "bank_(geography)")]),
+        SimpleNamespace(tokens=[tok("x")]),
+    ]
     assert P.labelled_positions(records) == ([["the", "bank"], ["x"]], [1, None], ["bank_(geography)", None])
 
 

@@ -63,8 +63,12 @@ def have(*parts: str) -> bool:
     return root is not None and root.joinpath(*parts).exists()
 
 
-needs_ewt = pytest.mark.skipif(not have("ud-english-ewt", "en_ewt-ud-dev.conllu"), reason="UD English-EWT not in the data directory")
-needs_coarsewsd = pytest.mark.skipif(not have("wsd", "CoarseWSD-20", "bass"), reason="CoarseWSD-20 not in the data directory")
+needs_ewt = pytest.mark.skipif(
+    not have("ud-english-ewt", "en_ewt-ud-dev.conllu"), reason="UD English-EWT not in the data directory"
+)
+needs_coarsewsd = pytest.mark.skipif(
+    not have("wsd", "CoarseWSD-20", "bass"), reason="CoarseWSD-20 not in the data directory"
+)
 
 
 # --- helpers without a page -------------------------------------------------------------------
@@ -94,7 +98,9 @@ def test_home_tour_bank_example():
     at = ok(run("home"))
     table = frame(at)
     assert list(table["layer"]) == ["L0", "L1", "L2", "mix"]
-    assert table["A·B same sense"][0] == pytest.approx(1.0) and table["A·C / B·C different senses"][0] == pytest.approx(1.0)
+    assert table["A·B same sense"][0] == pytest.approx(1.0) and table["A·C / B·C different senses"][0] == pytest.approx(
+        1.0
+    )
     assert table["A·C / B·C different senses"][2] < 0.9999  # L2 depends on the context
     assert len(charts(at)) == 1 and not at.error and not at.warning
     assert "random:cpu-tiny" in texts(at.markdown)
@@ -151,8 +157,10 @@ def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
 def test_polysemy_typed_sentences_with_a_missing_target():
     at = run("polysemy")
     at.radio(key="source").set_value("Type your own").run()
-    at.text_area(key="typed").input("The bank closed. | money\nNo target here. | money\nThe river [bank] flooded. | river\n"
-                                    "Banks lend money. | money\nWe sat on the bank. | river").run()
+    at.text_area(key="typed").input(
+        "The bank closed. | money\nNo target here. | money\nThe river [bank] flooded. | river\n"
+        "Banks lend money. | money\nWe sat on the bank. | river"
+    ).run()
     ok(at)
     assert "1 sentence(s) do not contain “bank”" in texts(at.warning) and "line 2" in texts(at.warning)
     assert "4 occurrences, 2 senses" in texts(at.subheader)
@@ -242,13 +250,28 @@ def test_clustering_validates_the_sample():
 
 
 def _metrics(model: str, scores: list[float]) -> dict:
-    layers = {k: {"score": s, "control_score": s / 2, "selectivity": s / 2, "mdl_bits": 100.0,
-                  "confusion": [[8, 2, 0], [1, 9, 0], [0, 5, 5]]}
-              for k, s in zip(("0", "1", "2", "mix"), scores)}
-    return {"task": "upos", "experiment": "pos_ewt", "dataset": "ewt", "model": model,
-            "splits": {"train": "train", "dev": "dev", "test": "test"}, "seed": 0, "layers": layers,
-            "labels": ["NOUN", "VERB", "ADJ"],
-            "baselines": {"majority": 0.8, "random_init": {k: 0.5 for k in layers}}, "seconds": 1.0}
+    layers = {
+        k: {
+            "score": s,
+            "control_score": s / 2,
+            "selectivity": s / 2,
+            "mdl_bits": 100.0,
+            "confusion": [[8, 2, 0], [1, 9, 0], [0, 5, 5]],
+        }
+        for k, s in zip(("0", "1", "2", "mix"), scores)
+    }
+    return {
+        "task": "upos",
+        "experiment": "pos_ewt",
+        "dataset": "ewt",
+        "model": model,
+        "splits": {"train": "train", "dev": "dev", "test": "test"},
+        "seed": 0,
+        "layers": layers,
+        "labels": ["NOUN", "VERB", "ADJ"],
+        "baselines": {"majority": 0.8, "random_init": {k: 0.5 for k in layers}},
+        "seconds": 1.0,
+    }
 
 
 def open_folder(at: AppTest, folder) -> AppTest:
@@ -258,8 +281,10 @@ def open_folder(at: AppTest, folder) -> AppTest:
 
 
 def test_probes_compare_models(tmp_path):
-    for name, model, scores in (("pos-a", "shipped:elmo-lab", [0.8, 0.95, 0.93, 0.94]),
-                                ("pos-b", "random:cpu-small (seed 0)", [0.8, 0.85, 0.84, 0.85])):
+    for name, model, scores in (
+        ("pos-a", "shipped:elmo-lab", [0.8, 0.95, 0.93, 0.94]),
+        ("pos-b", "random:cpu-small (seed 0)", [0.8, 0.85, 0.84, 0.85]),
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.json").write_text(json.dumps(_metrics(model, scores)))
     (tmp_path / "broken").mkdir()
@@ -270,7 +295,9 @@ def test_probes_compare_models(tmp_path):
     rows = frame(at)
     assert set(rows["model"]) == {"shipped:elmo-lab", "random:cpu-small (seed 0)"} and len(rows) == 8
     per_label = frame(at, 1).set_index("label")
-    assert per_label.loc["ADJ", "accuracy"] == pytest.approx(0.5) and per_label.loc["ADJ", "most confused with"] == "VERB"
+    assert (
+        per_label.loc["ADJ", "accuracy"] == pytest.approx(0.5) and per_label.loc["ADJ", "most confused with"] == "VERB"
+    )
     assert per_label.loc["VERB", "precision"] == pytest.approx(9 / 16) and per_label.loc["NOUN", "support"] == 10
     at.multiselect(key="runs").set_value([]).run()
     assert "Pick at least one run" in texts(ok(at).warning)
@@ -405,7 +432,11 @@ def test_launch_checks_and_command(tmp_path):
     assert launch.run_app(0, "random:nope") == 2
     cmd = launch.streamlit_command(8599)
     assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("Home.py")
-    for flag, value in (("--server.headless", "true"), ("--server.fileWatcherType", "none"),
-                        ("--server.port", "8599"), ("--server.address", "127.0.0.1")):
+    for flag, value in (
+        ("--server.headless", "true"),
+        ("--server.fileWatcherType", "none"),
+        ("--server.port", "8599"),
+        ("--server.address", "127.0.0.1"),
+    ):
         assert cmd[cmd.index(flag) + 1] == value
     assert 1024 < launch.free_port() < 65536

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("PROBING_LAB_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "artifacts"
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
 if not CHROMIUM.is_file():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
 
@@ -71,7 +73,8 @@ def settle(page, timeout_ms: int = 120_000) -> None:
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
         " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
-        timeout=timeout_ms)
+        timeout=timeout_ms,
+    )
 
 
 def snapshot(page, name: str, height: int = 3400) -> None:

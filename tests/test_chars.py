@@ -1,8 +1,15 @@
 import pytest
 import torch
 
-from probing_lab.elmo.chars import (BEGIN_WORD, BOS_CHAR_IDS, END_WORD, EOS_CHAR_IDS, PADDING,
-                                    batch_to_ids, token_to_char_ids)
+from probing_lab.elmo.chars import (
+    BEGIN_WORD,
+    BOS_CHAR_IDS,
+    END_WORD,
+    EOS_CHAR_IDS,
+    PADDING,
+    batch_to_ids,
+    token_to_char_ids,
+)
 
 
 def test_ascii_token_layout():

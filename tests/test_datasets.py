@@ -3,15 +3,12 @@
 
 import io
 import json
-import os
 import re
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import shared_dir
 
 from probing_lab.datasets import (
     BROWN_UPOS,
@@ -32,8 +29,9 @@ from probing_lab.datasets import (
     read_ptb,
     read_raganato,
     read_wordnet_examples,
+    registry,
 )
-from probing_lab.datasets import registry
+from tests.conftest import shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +139,9 @@ def test_read_ptb_merges_dependency_heads(tmp_path):
         z.writestr("treebank/combined/wsj_0001.mrg", MRG)
     rows = ["The\tDT\t2", "dog\tNN\t4", "was\tVBD\t4", "seen\tVBN\t0", "by\tIN\t4", "Mary\tNNP\t5", ".\t.\t4"]
     with zipfile.ZipFile(dp, "w") as z:
-        z.writestr("dependency_treebank/wsj_0001.dp", "\n".join(rows) + "\n\n-LRB-\t-LRB-\t2\nx\tNN\t0\n-RRB-\t-RRB-\t2")
+        z.writestr(
+            "dependency_treebank/wsj_0001.dp", "\n".join(rows) + "\n\n-LRB-\t-LRB-\t2\nx\tNN\t0\n-RRB-\t-RRB-\t2"
+        )
     s1, s2 = read_ptb(tb, dp)
     assert [t.head for t in s1.tokens] == [2, 4, 4, 0, 4, 5, 4] and [t.head for t in s2.tokens] == [2, 0, 2]
     assert s1.tokens[5].extra == {"const_depth": 5}
@@ -156,22 +156,62 @@ def test_read_ptb_merges_dependency_heads(tmp_path):
 
 def test_brown_upos_rules():
     expected = {
-        "nn": "NOUN", "nn-tl": "NOUN", "nn$-tl": "NOUN", "np$": "PROPN", "np-tl-hl": "PROPN", "*": "PART",
-        "md*": "AUX", "doz*": "AUX", "ppss+md": "PRON", "pps+bez": "PRON", "fw-nn": "X", "fw-in+at-tl": "X",
-        "---hl": "PUNCT", ".-hl": "PUNCT", "vbn-tl-hl": "VERB", "pp$$": "PRON", "wdt": "PRON", "at": "DET",
-        "cs": "SCONJ", "cc": "CCONJ", "rp": "ADP", "to": "PART", "bedz": "AUX", "cd-tl": "NUM", "uh": "INTJ",
+        "nn": "NOUN",
+        "nn-tl": "NOUN",
+        "nn$-tl": "NOUN",
+        "np$": "PROPN",
+        "np-tl-hl": "PROPN",
+        "*": "PART",
+        "md*": "AUX",
+        "doz*": "AUX",
+        "ppss+md": "PRON",
+        "pps+bez": "PRON",
+        "fw-nn": "X",
+        "fw-in+at-tl": "X",
+        "---hl": "PUNCT",
+        ".-hl": "PUNCT",
+        "vbn-tl-hl": "VERB",
+        "pp$$": "PRON",
+        "wdt": "PRON",
+        "at": "DET",
+        "cs": "SCONJ",
+        "cc": "CCONJ",
+        "rp": "ADP",
+        "to": "PART",
+        "bedz": "AUX",
+        "cd-tl": "NUM",
+        "uh": "INTJ",
         "ppss+ber-n": "PRON",
     }
     assert {tag: brown_upos(tag) for tag in expected} == expected
-    assert set(BROWN_UPOS.values()) <= {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
-                                        "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X"}
+    assert set(BROWN_UPOS.values()) <= {
+        "ADJ",
+        "ADP",
+        "ADV",
+        "AUX",
+        "CCONJ",
+        "DET",
+        "INTJ",
+        "NOUN",
+        "NUM",
+        "PART",
+        "PRON",
+        "PROPN",
+        "PUNCT",
+        "SCONJ",
+        "SYM",
+        "VERB",
+        "X",
+    }
     assert brown_upos("zz") == "X"
     with pytest.raises(KeyError):
         brown_upos("zz", strict=True)
 
 
 def test_parse_brown_lines():
-    text = "\n\n\tThe/at Fulton/np-tl said/vbd Atlanta's/np$ ./.\n\n\n\tIt/pps isn't/bez* 1/2/cd I'll/ppss+md not/* ./.\n"
+    text = (
+        "\n\n\tThe/at Fulton/np-tl said/vbd Atlanta's/np$ ./.\n\n\n\tIt/pps isn't/bez* 1/2/cd I'll/ppss+md not/* ./.\n"
+    )
     s1, s2 = parse_brown(text, "ca01", "brown/news")
     assert s1.words == ["The", "Fulton", "said", "Atlanta's", "."]
     assert [t.upos for t in s1.tokens] == ["DET", "PROPN", "VERB", "PROPN", "PUNCT"]
@@ -227,9 +267,11 @@ RAGANATO_XML = """<?xml version="1.0" encoding="UTF-8" ?>
 </text>
 </corpus>
 """
-RAGANATO_KEY = ("d000.s000.t000 art%1:09:00::\n"
-                "d000.s000.t001 peculiar%5:00:00:specific:00 peculiar%5:00:00:characteristic:00\n"
-                "d000.s001.t000 go%2:38:00::\n")
+RAGANATO_KEY = (
+    "d000.s000.t000 art%1:09:00::\n"
+    "d000.s000.t001 peculiar%5:00:00:specific:00 peculiar%5:00:00:characteristic:00\n"
+    "d000.s001.t000 go%2:38:00::\n"
+)
 
 
 def test_raganato_parse(tmp_path):
@@ -239,8 +281,10 @@ def test_raganato_parse(tmp_path):
     assert s1.words == ["The", "art", "to", "peculiar", "and", "."]
     assert [t.upos for t in s1.tokens] == ["DET", "NOUN", "PART", "ADJ", "CCONJ", "PUNCT"]
     assert [t.sense for t in s1.tokens] == [None, "art%1:09:00::", None, "peculiar%5:00:00:specific:00", None, None]
-    assert s1.tokens[3].extra == {"id": "d000.s000.t001",
-                                  "senses": ["peculiar%5:00:00:specific:00", "peculiar%5:00:00:characteristic:00"]}
+    assert s1.tokens[3].extra == {
+        "id": "d000.s000.t001",
+        "senses": ["peculiar%5:00:00:specific:00", "peculiar%5:00:00:characteristic:00"],
+    }
     assert (s2.tokens[0].lemma, s2.tokens[0].upos, s2.tokens[0].sense) == ("go", "VERB", "go%2:38:00::")
     assert (s1.id, s1.source) == ("d000.s000", "raganato/tiny")
     (tmp_path / "tiny.gold.key.txt").write_text(RAGANATO_KEY.splitlines()[0] + "\n", encoding="utf-8")
@@ -304,8 +348,11 @@ def test_wordnet_examples_parse():
     ex = parse_wordnet_data(WN_NOUN, "wordnet-3.0/noun")
     assert [s.id for s in ex] == ["08420278-n/0", "08420278-n/1", "09213565-n/0"]
     targets = [[(i, t.form, t.lemma, t.sense) for i, t in enumerate(s.tokens) if t.sense] for s in ex]
-    assert targets == [[(6, "bank", "bank", "08420278-n")], [(0, "banks", "bank", "08420278-n")],
-                       [(4, "river", "river_bank", "09213565-n")]]  # lemmas tried in order: river_bank before bank
+    assert targets == [
+        [(6, "bank", "bank", "08420278-n")],
+        [(0, "banks", "bank", "08420278-n")],
+        [(4, "river", "river_bank", "09213565-n")],
+    ]  # lemmas tried in order: river_bank before bank
     assert ex[2].tokens[4].extra == {"span": 2} and ex[0].source == "wordnet-3.0/noun"
     (adj,) = parse_wordnet_data(WN_ADJ)
     assert adj.tokens[2].sense == "00001740-a" and adj.tokens[2].lemma == "able"  # (a) marker dropped, s -> a
@@ -316,7 +363,11 @@ def test_wordnet_examples_parse():
 def _ar(members: dict[str, bytes]) -> bytes:
     out = b"!<arch>\n"
     for name, body in members.items():
-        out += f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(body):<10}`\n".encode() + body + b"\n" * (len(body) % 2)
+        out += (
+            f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(body):<10}`\n".encode()
+            + body
+            + b"\n" * (len(body) % 2)
+        )
     return out
 
 

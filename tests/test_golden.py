@@ -1,9 +1,9 @@
 """Parity with the TensorFlow-trained fixture (bilm-tf activations)."""
+
 import json
 
 import h5py
 import numpy as np
-import pytest
 import torch
 
 from probing_lab.cli import main
@@ -37,8 +37,11 @@ def test_stateful_matches_tensorflow(golden):
 def test_stateless_differs_from_stateful_reference(golden):
     elmo = Embedder(_model(golden))
     lists = _sentences(golden)
-    worst = max(np.abs(elmo.embed([lists[k][i].split()])[0][2] - _expected(golden, k, i)).max()
-                for k in range(3) for i in range(10))
+    worst = max(
+        np.abs(elmo.embed([lists[k][i].split()])[0][2] - _expected(golden, k, i)).max()
+        for k in range(3)
+        for i in range(10)
+    )
     assert 1.0 < worst < 5.0  # documented: about 2.6
 
 
@@ -47,8 +50,23 @@ def test_cli_stateful_matches_tensorflow(golden, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lists[k][i] for i in range(10) for k in range(3)) + "\n")
     out = tmp_path / "out.hdf5"
-    rc = main(["embed", "--options", str(golden / "options.json"), "--weights", str(golden / "lm_weights.hdf5"),
-               "--input", str(src), "--output", str(out), "--stateful", "--batch-size", "3", "--quiet"])
+    rc = main(
+        [
+            "embed",
+            "--options",
+            str(golden / "options.json"),
+            "--weights",
+            str(golden / "lm_weights.hdf5"),
+            "--input",
+            str(src),
+            "--output",
+            str(out),
+            "--stateful",
+            "--batch-size",
+            "3",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     with h5py.File(out, "r") as f:
         index = json.loads(f["sentence_to_index"][0])

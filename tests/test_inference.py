@@ -76,9 +76,25 @@ def test_bad_input_errors(model):
 
 def test_tokenizer_conventions():
     assert tokenize("I don't know, it's 3.5% of U.S. sales...") == [
-        "I", "do", "n't", "know", ",", "it", "'s", "3.5", "%", "of", "U.S.", "sales", "..."]
+        "I",
+        "do",
+        "n't",
+        "know",
+        ",",
+        "it",
+        "'s",
+        "3.5",
+        "%",
+        "of",
+        "U.S.",
+        "sales",
+        "...",
+    ]
     assert split_and_tokenize('Mr. Smith said "Hi." Then he left!\n\nNew para.') == [
-        ["Mr.", "Smith", "said", '"', "Hi", ".", '"'], ["Then", "he", "left", "!"], ["New", "para", "."]]
+        ["Mr.", "Smith", "said", '"', "Hi", ".", '"'],
+        ["Then", "he", "left", "!"],
+        ["New", "para", "."],
+    ]
     assert split_and_tokenize("") == []
 
 

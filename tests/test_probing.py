@@ -75,7 +75,7 @@ def test_torch_probe_agrees_with_scikit_learn_logistic_regression():
     from sklearn.linear_model import LogisticRegression
 
     X, y = _blobs(noise=2.5)
-    Xt, yt = _blobs(seed=0, noise=2.5)[0][:500], _blobs(seed=0, noise=2.5)[1][:500]
+    Xt = _blobs(seed=0, noise=2.5)[0][:500]
     torch_clf = TorchLinearClassifier(epochs=40).fit(X[:1500], y[:1500])
     sk = LogisticRegression(max_iter=2000).fit(X[:1500], y[:1500])
     a, b = torch_clf.score(X[1500:], y[1500:]), sk.score(X[1500:], y[1500:])
@@ -91,8 +91,14 @@ def test_lbfgs_probe_reaches_the_logistic_regression_optimum():
 
     X, y = _blobs(noise=3.0)
     X = (X - X[:1500].mean(0)) / X[:1500].std(0)  # the probe standardises; give sklearn the same inputs
-    probe = fit_probe(X[:1500], y[:1500], X[:1500], y[:1500], 4,
-                      ProbeConfig(optimizer="lbfgs", weight_decay=1 / 1500, epochs=30, patience=30))
+    probe = fit_probe(
+        X[:1500],
+        y[:1500],
+        X[:1500],
+        y[:1500],
+        4,
+        ProbeConfig(optimizer="lbfgs", weight_decay=1 / 1500, epochs=30, patience=30),
+    )
     sk = LogisticRegression(C=1.0, max_iter=5000, tol=1e-8).fit(X[:1500], y[:1500])
     assert (probe.predict(X[1500:]) == sk.predict(X[1500:])).mean() > 0.99
     p_torch = probe.predict_proba(X[:1500])[np.arange(1500), y[:1500]]
@@ -130,7 +136,9 @@ def test_online_codelength_separates_a_real_task_from_random_labels():
     assert real["mdl_bits"] < control["mdl_bits"]
     # selectivity on the toy case: task accuracy minus control accuracy
     task_acc = fit_probe(X[:3500], y[:3500], X[3500:], y[3500:], 4, cfg).accuracy(X[3500:], y[3500:])
-    control_acc = fit_probe(X[:3500], shuffled[:3500], X[3500:], shuffled[3500:], 4, cfg).accuracy(X[3500:], shuffled[3500:])
+    control_acc = fit_probe(X[:3500], shuffled[:3500], X[3500:], shuffled[3500:], 4, cfg).accuracy(
+        X[3500:], shuffled[3500:]
+    )
     assert task_acc - control_acc > 0.6
 
 
@@ -161,7 +169,9 @@ def test_cache_hit_and_invalidation_on_a_changed_weight_file(tmp_path):
     third = extract_features(ElmoEncoder(load_checkpoint(ckpt)), SENTS, cache_dir=tmp_path / "cache", progress=False)
     assert third.key != first.key
     assert not np.array_equal(np.asarray(third.layers[2]), np.asarray(first.layers[2]))
-    other_data = extract_features(ElmoEncoder(load_checkpoint(ckpt)), SENTS[:-1], cache_dir=tmp_path / "cache", progress=False)
+    other_data = extract_features(
+        ElmoEncoder(load_checkpoint(ckpt)), SENTS[:-1], cache_dir=tmp_path / "cache", progress=False
+    )
     assert other_data.key != third.key
     # the vectors are the embedder's, sentence by sentence
     from probing_lab.elmo import Embedder
@@ -171,7 +181,9 @@ def test_cache_hit_and_invalidation_on_a_changed_weight_file(tmp_path):
 
 
 def test_interrupted_extraction_resumes_to_the_same_result(tmp_path):
-    clean = extract_features(ElmoEncoder(_tiny_model()), SENTS, cache_dir=tmp_path / "a", chunk_sentences=4, progress=False)
+    clean = extract_features(
+        ElmoEncoder(_tiny_model()), SENTS, cache_dir=tmp_path / "a", chunk_sentences=4, progress=False
+    )
 
     class Failing(ElmoEncoder):
         calls = 0
@@ -186,7 +198,9 @@ def test_interrupted_extraction_resumes_to_the_same_result(tmp_path):
         extract_features(Failing(_tiny_model()), SENTS, cache_dir=tmp_path / "b", chunk_sentences=4, progress=False)
     partial = list((tmp_path / "b").glob("*.partial"))
     assert partial and json.loads((partial[0] / "progress.json").read_text())["sentences_done"] == 8
-    resumed = extract_features(ElmoEncoder(_tiny_model()), SENTS, cache_dir=tmp_path / "b", chunk_sentences=4, progress=False)
+    resumed = extract_features(
+        ElmoEncoder(_tiny_model()), SENTS, cache_dir=tmp_path / "b", chunk_sentences=4, progress=False
+    )
     assert np.array_equal(np.asarray(resumed.layers), np.asarray(clean.layers))
     with pytest.raises(ValueError, match="no tokens"):
         extract_features(ElmoEncoder(_tiny_model()), [["a"], []], cache_dir=tmp_path / "c", progress=False)
@@ -230,7 +244,9 @@ def _tiny_treebank(root: Path) -> Path:
     d = root / "ud-english-ewt"
     d.mkdir(parents=True)
     for split, n in (("train", 40), ("dev", 10), ("test", 10)):
-        text = "".join(CONLLU.format(n=i, noun=nouns[i % 5], verb=verbs[i % 4], noun2=nouns[(i + 2) % 5]) for i in range(n))
+        text = "".join(
+            CONLLU.format(n=i, noun=nouns[i % 5], verb=verbs[i % 4], noun2=nouns[(i + 2) % 5]) for i in range(n)
+        )
         (d / f"en_ewt-ud-{split}.conllu").write_text(text, encoding="utf-8")
     return root
 
@@ -242,8 +258,15 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
     exp = {"name": f"tiny_{task}", "task": task, "dataset": "ewt", "probe": {"epochs": 3}}
     if task == "dep_arc":
         exp["layers"] = [0, 1, 2]
-    run = run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=data, cache_dir=tmp_path / "cache",
-                         progress=False, log=lambda m: None)
+    run = run_experiment(
+        exp,
+        model=str(ckpt),
+        out=tmp_path / "run",
+        data_dir=data,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+        log=lambda m: None,
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["task"] == task
     assert set(metrics["layers"]) == ({"0", "1", "2"} if task == "dep_arc" else {"0", "1", "2", "mix"})
@@ -281,11 +304,25 @@ def test_word_sense_set_whose_lemmas_have_one_sense_is_an_error(tmp_path):
         (word / f"{split}.data.txt").write_text("1\tthe bank closed .\n1\ta bank loan .\n", encoding="utf-8")
         (word / f"{split}.gold.txt").write_text("0\n0\n")
     ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
-    exp = {"name": "one_sense", "task": "wsd_centroid", "dataset": "coarsewsd", "train": "bank/train",
-           "dev": "bank/train", "test": "bank/test", "random_init": False}
+    exp = {
+        "name": "one_sense",
+        "task": "wsd_centroid",
+        "dataset": "coarsewsd",
+        "train": "bank/train",
+        "dev": "bank/train",
+        "test": "bank/test",
+        "random_init": False,
+    }
     with pytest.raises(ExperimentError, match="one sense"):
-        run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=tmp_path / "data",
-                       cache_dir=tmp_path / "cache", progress=False, log=lambda m: None)
+        run_experiment(
+            exp,
+            model=str(ckpt),
+            out=tmp_path / "run",
+            data_dir=tmp_path / "data",
+            cache_dir=tmp_path / "cache",
+            progress=False,
+            log=lambda m: None,
+        )
 
 
 def test_word_sense_run_counts_single_sense_lemmas_and_backs_off_to_their_sense(tmp_path):
@@ -300,10 +337,25 @@ def test_word_sense_run_counts_single_sense_lemmas_and_backs_off_to_their_sense(
             (root / word / f"{split}.data.txt").write_text(f"1\tthe {word} lent money .\n1\ta {word} by the river .\n")
             (root / word / f"{split}.gold.txt").write_text("0\n1\n" if two else "0\n0\n")
     ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
-    exp = {"name": "twenty_words", "task": "wsd_centroid", "dataset": "coarsewsd", "train": "all/train",
-           "dev": "all/train", "test": "all/test", "layers": [0, 1], "random_init": False}
-    run = run_experiment(exp, model=str(ckpt), out=tmp_path / "run", data_dir=tmp_path / "data",
-                         cache_dir=tmp_path / "cache", progress=False, log=lambda m: None)
+    exp = {
+        "name": "twenty_words",
+        "task": "wsd_centroid",
+        "dataset": "coarsewsd",
+        "train": "all/train",
+        "dev": "all/train",
+        "test": "all/test",
+        "layers": [0, 1],
+        "random_init": False,
+    }
+    run = run_experiment(
+        exp,
+        model=str(ckpt),
+        out=tmp_path / "run",
+        data_dir=tmp_path / "data",
+        cache_dir=tmp_path / "cache",
+        progress=False,
+        log=lambda m: None,
+    )
     metrics = load_metrics(run)
     assert metrics["single_sense_lemmas"] == 19  # a count, not the list (WordNet's would be 22k long)
     assert metrics["single_sense_examples"] == sorted(w for w in COARSEWSD_WORDS if w != "bank")
@@ -314,9 +366,14 @@ def test_word_sense_run_counts_single_sense_lemmas_and_backs_off_to_their_sense(
 
 def test_sense_centroids_by_hand():
     train = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
-    pred = T.sense_centroid_predict(train, ["bank"] * 4, ["money", "money", "river", "river"],
-                                    np.array([[0.8, 0.2], [0.2, 0.8], [1.0, 1.0]]), ["bank", "bank", "crane"],
-                                    mfs={"crane": "bird"})
+    pred = T.sense_centroid_predict(
+        train,
+        ["bank"] * 4,
+        ["money", "money", "river", "river"],
+        np.array([[0.8, 0.2], [0.2, 0.8], [1.0, 1.0]]),
+        ["bank", "bank", "crane"],
+        mfs={"crane": "bird"},
+    )
     assert pred == ["money", "river", "bird"]
 
 

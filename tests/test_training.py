@@ -19,38 +19,68 @@ import torch
 
 from probing_lab.cli import main
 from probing_lab.elmo import ElmoOptions, Embedder, load_checkpoint
-from probing_lab.training.corpus import CorpusError, build_corpus, strip_tags, strip_wiki_markup
-from probing_lab.training.data import TokenTable, WindowStream, read_sentences
-from probing_lab.training.softmax import LogUniformSampler, SoftmaxHead, log_uniform_table
-from probing_lab.training.trainer import (
-    BiLanguageModel,
-    TrainConfig,
-    TrainingError,
-    evaluate_lm,
+from probing_lab.training.checkpoint import (
     export_encoder,
+    export_warm_start,
     latest_checkpoint,
     load_lm,
-    train,
+    restore_warm_start,
 )
+from probing_lab.training.config import TrainConfig, TrainingError
+from probing_lab.training.corpus import CorpusError, build_corpus, strip_tags, strip_wiki_markup
+from probing_lab.training.data import TokenTable, WindowStream, read_sentences
+from probing_lab.training.lm import BiLanguageModel, evaluate_lm
+from probing_lab.training.softmax import LogUniformSampler, SoftmaxHead, log_uniform_table
+from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
 
 TINY_MODEL = {
-    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
-    "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]], "n_highway": 1, "n_characters": 262,
-                 "max_characters_per_token": 50, "activation": "relu"},
+    "lstm": {
+        "dim": 16,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "char_cnn": {
+        "embedding": {"dim": 4},
+        "filters": [[1, 4], [2, 4]],
+        "n_highway": 1,
+        "n_characters": 262,
+        "max_characters_per_token": 50,
+        "activation": "relu",
+    },
 }
 
 SENTENCES = [
-    "The cat sat on the mat.", "A dog ran in the park.", "The bank raised its rates.",
-    "We walked along the river bank.", "I don't know what she said.", "He can't swim very well.",
-    "The children played outside all day.", "It rained in the morning and cleared up later.",
-    "She reads a book every week.", "They bought bread, milk and eggs.",
+    "The cat sat on the mat.",
+    "A dog ran in the park.",
+    "The bank raised its rates.",
+    "We walked along the river bank.",
+    "I don't know what she said.",
+    "He can't swim very well.",
+    "The children played outside all day.",
+    "It rained in the morning and cleared up later.",
+    "She reads a book every week.",
+    "They bought bread, milk and eggs.",
 ]
 
 
 def tiny_config(**kw) -> TrainConfig:
-    base = dict(model=TINY_MODEL, batch_size=4, unroll_steps=5, n_negative_samples=0, lr=0.2, dropout=0.1,
-                max_steps=6, log_every=1, checkpoint_every_steps=100, snapshot_fractions=(), threads=1)
+    base = dict(
+        model=TINY_MODEL,
+        batch_size=4,
+        unroll_steps=5,
+        n_negative_samples=0,
+        lr=0.2,
+        dropout=0.1,
+        max_steps=6,
+        log_every=1,
+        checkpoint_every_steps=100,
+        snapshot_fractions=(),
+        threads=1,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -105,7 +135,10 @@ def test_sampled_logits_subtract_log_expected_count_and_remove_hits():
     sampled = torch.tensor([0, 3, 5, 7, 11])
     tries = 9
     logits = head.sampled_logits(h, targets, sampled, tries)
-    q = lambda k: 1 - (1 - (math.log(k + 2) - math.log(k + 1)) / math.log(21)) ** tries
+
+    def q(k):
+        return 1 - (1 - (math.log(k + 2) - math.log(k + 1)) / math.log(21)) ** tries
+
     for row in range(3):
         t = targets[row].item()
         true = (h[row] @ head.weight[t] + head.bias[t]).item() - math.log(q(t))
@@ -295,22 +328,25 @@ def test_distributed_two_processes_on_gloo_stay_in_sync(corpus_dir, tmp_path):
     check.write_text(
         "import json, os, torch\n"
         "import torch.distributed as dist\n"
-        "from probing_lab.training import trainer\n"
-        "orig = trainer.BiLanguageModel.forward\n"
+        "from probing_lab.training import config, lm, trainer\n"
+        "orig = lm.BiLanguageModel.forward\n"
         "def spy(self, *a, **k):\n"
         "    out = orig(self, *a, **k)\n"
         "    sums = [float(p.detach().double().sum()) for p in self.parameters()]\n"
         f"    with open(os.path.join({str(tmp_path)!r}, 'sums-' + os.environ['RANK'] + '.jsonl'), 'a') as f:\n"
         "        f.write(json.dumps(sums) + '\\n')\n"
         "    return out\n"
-        "trainer.BiLanguageModel.forward = spy\n"
-        f"cfg = trainer.TrainConfig.from_dict(json.loads({json.dumps(json.dumps(config.to_dict()))}))\n"
+        "lm.BiLanguageModel.forward = spy\n"
+        f"cfg = config.TrainConfig.from_dict(json.loads({json.dumps(json.dumps(config.to_dict()))}))\n"
         f"trainer.train(cfg, {str(corpus_dir)!r}, {str(tmp_path / 'run')!r}, progress=False)\n"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(check)],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     a = [json.loads(l) for l in (tmp_path / "sums-0.jsonl").read_text().splitlines()]
@@ -334,8 +370,11 @@ def test_strip_tags_brown_and_masc():
 
 
 def test_strip_wiki_markup():
-    src = ("{{Infobox|name=x}}'''Anarchism''' is a [[political philosophy|philosophy]] that [[rejects]] rulers "
-           "and hierarchy in all its forms.<ref>Some book</ref>\n== History ==\n* a list item\n{| class=wikitable\n| cell\n|}")
+    src = (
+        "{{Infobox|name=x}}'''Anarchism''' is a [[political philosophy|philosophy]] that [[rejects]] rulers "
+        "and hierarchy in all its forms.<ref>Some book</ref>\n== History ==\n* a list item\n"
+        "{| class=wikitable\n| cell\n|}"
+    )
     text = strip_wiki_markup(src)
     assert "Anarchism is a philosophy that rejects rulers and hierarchy in all its forms." in " ".join(text.split())
     for junk in ("{{", "[[", "'''", "History", "list item", "cell", "Some book"):
@@ -356,14 +395,27 @@ def _fake_deb(path: Path, members: dict[str, bytes]) -> None:
 
 def test_build_corpus_dedupes_excludes_and_writes_vocab_and_stats(tmp_path):
     (tmp_path / "a.txt").write_text(
-        "I don't like rain. It's cold today.\nI don't like rain.\nThe held out sentence is here.\n", encoding="utf-8")
+        "I don't like rain. It's cold today.\nI don't like rain.\nThe held out sentence is here.\n", encoding="utf-8"
+    )
     (tmp_path / "b.txt").write_text("The/at jury/nn said/vbd it/pps did/dod n't/* ./.\n", encoding="utf-8")
-    wn = b"  1 license line\n09213565 17 n 01 bank 0 000 | sloping land beside a body of water; \"they pulled the canoe up on the bank\"\n"
+    wn = (
+        b"  1 license line\n09213565 17 n 01 bank 0 000 | sloping land beside a body of water; "
+        b'"they pulled the canoe up on the bank"\n'
+    )
     _fake_deb(tmp_path / "wordnet-base_3.0_all.deb", {"./usr/share/wordnet/data.noun": wn})
     exclude = tmp_path / "dev.conllu"
-    exclude.write_text("# text = The held-out sentence is here.\n1\tThe\n2\theld-out\n3\tsentence\n4\tis\n5\there\n6\t.\n\n", encoding="utf-8")
-    stats = build_corpus(tmp_path / "out", [tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "wordnet-base_3.0_all.deb"],
-                         exclude=[exclude], heldout_fraction=0.2, n_shards=2, progress=None)
+    exclude.write_text(
+        "# text = The held-out sentence is here.\n1\tThe\n2\theld-out\n3\tsentence\n4\tis\n5\there\n6\t.\n\n",
+        encoding="utf-8",
+    )
+    stats = build_corpus(
+        tmp_path / "out",
+        [tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "wordnet-base_3.0_all.deb"],
+        exclude=[exclude],
+        heldout_fraction=0.2,
+        n_shards=2,
+        progress=None,
+    )
     lines = []
     for f in sorted((tmp_path / "out" / "train").glob("*.txt")) + [tmp_path / "out" / "heldout.txt"]:
         lines += f.read_text().splitlines()
@@ -396,14 +448,36 @@ def test_build_corpus_bad_input(tmp_path):
 def test_cli_corpus_train_eval_export(tmp_path, capsys):
     src = tmp_path / "text.txt"
     src.write_text("\n".join(f"{s[:-1]} take {i} ." for i, s in enumerate(SENTENCES * 30)), encoding="utf-8")
-    assert main(["corpus", "build", str(src), "--out", str(tmp_path / "c"), "--no-default-exclusions", "--min-count", "1"]) == 0
+    assert (
+        main(["corpus", "build", str(src), "--out", str(tmp_path / "c"), "--no-default-exclusions", "--min-count", "1"])
+        == 0
+    )
     config = tmp_path / "train.json"
     config.write_text(json.dumps(tiny_config(max_steps=3).to_dict()))
-    assert main(["train", "--config", str(config), "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    assert (
+        main(
+            ["train", "--config", str(config), "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--quiet"]
+        )
+        == 0
+    )
     assert main(["eval-lm", str(tmp_path / "r"), "--corpus", str(tmp_path / "c"), "--quiet"]) == 0
     assert "perplexity_forward" in capsys.readouterr().out
     assert main(["export", str(tmp_path / "r"), "--out", str(tmp_path / "m")]) == 0
-    assert main(["embed", "--model", str(tmp_path / "m"), "--input", str(src), "--output", str(tmp_path / "e.h5"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                str(tmp_path / "m"),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "e.h5"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert main(["train", "--config", str(tmp_path / "nope.json"), "--corpus", "x", "--out", "y"]) == 2
 
 
@@ -425,8 +499,13 @@ def test_learning_curves_are_written_at_every_eval_step_and_leave_training_uncha
 
     config = tiny_config(n_negative_samples=8, max_steps=7)
     train(config, corpus_dir, tmp_path / "plain", progress=False)
-    train(dataclasses.replace(config, eval_every_steps=3, eval_heldout_tokens=40), corpus_dir, tmp_path / "curves",
-          progress=False, evaluate=evaluate)
+    train(
+        dataclasses.replace(config, eval_every_steps=3, eval_heldout_tokens=40),
+        corpus_dir,
+        tmp_path / "curves",
+        progress=False,
+        evaluate=evaluate,
+    )
     assert losses(tmp_path / "plain") == losses(tmp_path / "curves")
     records = [json.loads(line) for line in (tmp_path / "curves" / "curves.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 3, 6, 7]  # step 0 (untrained), every 3, and the last
@@ -453,8 +532,6 @@ def test_resume_drops_log_records_written_after_the_checkpoint(corpus_dir, tmp_p
 
 
 def test_warm_start_state_continues_the_run_at_its_step_with_a_fresh_optimizer(corpus_dir, tmp_path):
-    from probing_lab.training.trainer import export_warm_start, restore_warm_start
-
     config = tiny_config(n_negative_samples=8, max_steps=8, optimizer="adam", lr=0.01)
     train(config, corpus_dir, tmp_path / "whole", progress=False)
     train(config, corpus_dir, tmp_path / "first", progress=False, stop_after=4)
@@ -474,3 +551,26 @@ def test_warm_start_state_continues_the_run_at_its_step_with_a_fresh_optimizer(c
         restore_warm_start(state, tmp_path / "second")
     with pytest.raises(TrainingError, match="not a warm-start state"):
         restore_warm_start(tmp_path / "whole", tmp_path / "third")
+
+
+def test_corpus_build_without_data_dir_excludes_the_probe_sets_load_dataset_finds(tmp_path, monkeypatch):
+    data = tmp_path / "data" / "ud-english-ewt"
+    data.mkdir(parents=True)
+    (data / "en_ewt-ud-test.conllu").write_text(
+        "# text = The committee met on Tuesday.\n"
+        + "".join(
+            f"{i}\t{w}\t_\t_\t_\t_\t0\t_\t_\t_\n" for i, w in enumerate("The committee met on Tuesday .".split(), 1)
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PROBING_LAB_DATA", str(tmp_path / "data"))  # what load_dataset reads; no --data-dir flag
+    src = tmp_path / "src.txt"
+    src.write_text("The committee met on Tuesday.\n" + "\n".join(SENTENCES) + "\n", encoding="utf-8")
+    assert main(["corpus", "build", "--out", str(tmp_path / "c"), "--heldout-fraction", "0.01", str(src)]) == 0
+    text = (
+        "".join(p.read_text() for p in (tmp_path / "c" / "train").glob("*.txt"))
+        + (tmp_path / "c" / "heldout.txt").read_text()
+    )
+    assert "committee" not in text and "river bank" in text
+    assert json.loads((tmp_path / "c" / "stats.json").read_text())["evaluation_sentences_removed"] == 1

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from probing_lab.elmo import (ElmoBiLM, Embedder, WeightsError, get_preset, load_checkpoint,
-                              load_hdf5_model, save_checkpoint, save_hdf5_weights)
+from probing_lab.elmo import (
+    ElmoBiLM,
+    Embedder,
+    WeightsError,
+    get_preset,
+    load_checkpoint,
+    load_hdf5_model,
+    save_checkpoint,
+    save_hdf5_weights,
+)
 
 SENTENCES = [["The", "bank", "closed", "."], ["We", "sat", "on", "the", "river", "bank", "."]]
 
@@ -73,7 +81,9 @@ def test_wrong_shape_named(tmp_path):
     opts, w = write_pair(tiny_model(), tmp_path)
     other = tiny_model(lstm_dim=128)
     save_hdf5_weights(other, w)
-    with pytest.raises(WeightsError, match=r"RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0' has shape \(128, 512\), expected \(128, 1024\)"):
+    with pytest.raises(
+        WeightsError, match=r"RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0' has shape \(128, 512\), expected \(128, 1024\)"
+    ):
         load_hdf5_model(opts, w)
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import figures
+import lab_ui
 import numpy as np
 import streamlit as st
 
-import figures
-import lab_ui
 from probing_lab.analysis import collect, cosine_matrix, labelled_positions, layer_label, parse_lines
 
 BANK_PRESET = [
@@ -42,8 +42,13 @@ st.markdown("Each point is one occurrence of the word. If a layer encodes sense,
 @st.cache_data(show_spinner="Embedding the sentences…", max_entries=32)
 def occurrences(spec_key, sentences, target, labels, positions, _embedder):
     """Cached per model and input: changing the projection must not re-embed."""
-    return collect(_embedder, [list(s) if not isinstance(s, str) else s for s in sentences], target=target,
-                   labels=list(labels), positions=None if positions is None else list(positions))
+    return collect(
+        _embedder,
+        [list(s) if not isinstance(s, str) else s for s in sentences],
+        target=target,
+        labels=list(labels),
+        positions=None if positions is None else list(positions),
+    )
 
 
 def coarsewsd_sample(word: str, per_sense: int, seed: int):
@@ -81,8 +86,10 @@ if source == "Preset":
         target = word
         st.caption(f"CoarseWSD-20 `{word}` train split (lower-cased Wikipedia sentences), {len(sentences)} sampled.")
 else:
-    st.markdown("One sentence per line; add `| sense` to label a line. Mark the word as `[bank]` where it is "
-                "ambiguous which token you mean (the mark wins over the target word).")
+    st.markdown(
+        "One sentence per line; add `| sense` to label a line. Mark the word as `[bank]` where it is "
+        "ambiguous which token you mean (the mark wins over the target word)."
+    )
     text = st.text_area("Sentences", DEFAULT_TYPED, height=220, key="typed")
     target = st.text_input("Target word", "bank", key="target").strip()
     text, note = lab_ui.limit_text(text)
@@ -111,8 +118,14 @@ method = lab_ui.projection_choice("poly_method")
 spec = lab_ui.current_spec()
 bundle = lab_ui.get_bundle(spec)
 try:
-    occ = occurrences(lab_ui.spec_key(spec), tuple(s if isinstance(s, str) else tuple(s) for s in sentences),
-                      target or None, tuple(labels), None if positions is None else tuple(positions), bundle.embedder)
+    occ = occurrences(
+        lab_ui.spec_key(spec),
+        tuple(s if isinstance(s, str) else tuple(s) for s in sentences),
+        target or None,
+        tuple(labels),
+        None if positions is None else tuple(positions),
+        bundle.embedder,
+    )
 except ValueError as e:
     st.error(f"{e}. Check the spelling of the target word, or mark it like `[bank]`.")
     st.stop()
@@ -128,10 +141,14 @@ with lab_ui.friendly_errors("The polysemy view"):
     labelled = occ.labelled
     shown_labels = [label if label is not None else "unlabelled" for label in occ.labels]
     sep = occ.separation()
-    st.subheader(f"“{target or 'marked word'}”: {occ.n} occurrences" + (f", {len(set(shown_labels))} senses" if labelled else ""))
+    st.subheader(
+        f"“{target or 'marked word'}”: {occ.n} occurrences" + (f", {len(set(shown_labels))} senses" if labelled else "")
+    )
     if not labelled:
-        st.info("Without at least two sense labels there is nothing to separate: only self-similarity is shown. "
-                "Add `| sense` after each sentence.")
+        st.info(
+            "Without at least two sense labels there is nothing to separate: only self-similarity is shown. "
+            "Add `| sense` after each sentence."
+        )
 
     rows = {"layer": [layer_label(k) for k in occ.keys]}
     if labelled:
@@ -144,11 +161,13 @@ with lab_ui.friendly_errors("The polysemy view"):
     rows["random-pair baseline"] = [lab_ui.fmt(sep[k]["anisotropy"]) for k in occ.keys]
     rows["self-sim − baseline"] = [lab_ui.fmt(sep[k]["self_similarity_adjusted"]) for k in occ.keys]
     st.dataframe(rows, hide_index=True)
-    st.caption("Silhouette: -1..1, above 0 when occurrences are closer to their own sense than to the other. "
-               "1-NN accuracy: each occurrence takes the sense of its most similar other occurrence (ties share the "
-               "credit); chance is what identical vectors score. Self-similarity: mean cosine between the "
-               "occurrences (Ethayarajh 2019), read against the baseline = mean cosine of random token pairs of "
-               "these sentences in the same layer (anisotropy).")
+    st.caption(
+        "Silhouette: -1..1, above 0 when occurrences are closer to their own sense than to the other. "
+        "1-NN accuracy: each occurrence takes the sense of its most similar other occurrence (ties share the "
+        "credit); chance is what identical vectors score. Self-similarity: mean cosine between the "
+        "occurrences (Ethayarajh 2019), read against the baseline = mean cosine of random token pairs of "
+        "these sentences in the same layer (anisotropy)."
+    )
 
     try:
         points = {k: lab_ui.projection(occ.vectors[k], method) for k in occ.keys}
@@ -157,14 +176,16 @@ with lab_ui.friendly_errors("The polysemy view"):
         method = "pca"
         points = {k: lab_ui.projection(occ.vectors[k], "pca") for k in occ.keys}
     hover = [occ.context(i, ("<b>", "</b>"), window=8) for i in range(occ.n)]
-    st.plotly_chart(figures.projection_grid(points, shown_labels, hover, f"“{target}” per layer", method),
-                    key="poly_scatter")
+    st.plotly_chart(
+        figures.projection_grid(points, shown_labels, hover, f"“{target}” per layer", method), key="poly_scatter"
+    )
 
     order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
     ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]
     matrices = {k: cosine_matrix(occ.vectors[k][order]) for k in occ.keys}
-    st.plotly_chart(figures.cosine_heatmaps(matrices, ticks, "cosine between occurrences (sorted by sense)"),
-                    key="poly_heatmap")
+    st.plotly_chart(
+        figures.cosine_heatmaps(matrices, ticks, "cosine between occurrences (sorted by sense)"), key="poly_heatmap"
+    )
 
     st.markdown(
         """
@@ -177,5 +198,11 @@ sentence; Peters et al. found it strongest in the top layer.
 """
     )
     with st.expander("The sentences"):
-        st.dataframe({"#": [i + 1 for i in range(occ.n)], "sense": shown_labels,
-                      "sentence": [occ.context(i) for i in range(occ.n)]}, hide_index=True)
+        st.dataframe(
+            {
+                "#": [i + 1 for i in range(occ.n)],
+                "sense": shown_labels,
+                "sentence": [occ.context(i) for i in range(occ.n)],
+            },
+            hide_index=True,
+        )

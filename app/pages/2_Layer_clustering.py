@@ -7,25 +7,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import lab_ui
 import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-import lab_ui
 from probing_lab.analysis import embed_tokens, layer_label, silhouette_cosine
 from probing_lab.analysis.samples import FREQUENCY_BANDS, sample_sentences, token_rows, word_counts
 
 MAX_TOKENS = {"pca": 30_000, "umap": 8_000, "tsne": 5_000}  # beyond this the page would take minutes
 MAX_SILHOUETTE_TOKENS = 6_000  # the silhouette needs the full N x N cosine matrix
-COLOURS = {"UPOS": "upos", "dependency relation": "deprel", "frequency (EWT train)": "frequency",
-           "OOV (not in EWT train)": "oov"}
+COLOURS = {
+    "UPOS": "upos",
+    "dependency relation": "deprel",
+    "frequency (EWT train)": "frequency",
+    "OOV (not in EWT train)": "oov",
+}
 PUNCT = "PUNCT"
 
 lab_ui.page("Layer clustering")
 lab_ui.warm_umap_in_background()  # PCA is shown at once; UMAP compiles meanwhile
-st.markdown("Tokens of a random sample of EWT dev sentences, one map per layer. Hover a point to see the token "
-            "in its sentence.")
+st.markdown(
+    "Tokens of a random sample of EWT dev sentences, one map per layer. Hover a point to see the token in its sentence."
+)
 
 try:
     dev = lab_ui.dataset("ewt", "dev")
@@ -34,13 +39,20 @@ except lab_ui.DataUnavailable as e:
     st.stop()
 
 c1, c2, c3 = st.columns(3)
-n_sentences = c1.number_input("Sample size (sentences)", min_value=1, value=100, step=50, key="n_sentences",
-                              help=f"EWT dev has {len(dev):,} sentences.")
+n_sentences = c1.number_input(
+    "Sample size (sentences)",
+    min_value=1,
+    value=100,
+    step=50,
+    key="n_sentences",
+    help=f"EWT dev has {len(dev):,} sentences.",
+)
 seed = int(c2.number_input("Sample seed", min_value=0, value=0, key="seed"))
 colour_label = c3.selectbox("Colour by", list(COLOURS), key="colour")
 c4, c5 = st.columns([2, 1])
-keys_wanted = c4.multiselect("Layers", ["0", "1", "2", "mix"], default=["0", "1", "2", "mix"],
-                             format_func=layer_label, key="layers")
+keys_wanted = c4.multiselect(
+    "Layers", ["0", "1", "2", "mix"], default=["0", "1", "2", "mix"], format_func=layer_label, key="layers"
+)
 drop_punct = c5.checkbox("Leave out punctuation", value=False, key="drop_punct")
 method = lab_ui.projection_choice("cluster_method")
 
@@ -62,8 +74,10 @@ table = pd.DataFrame(token_rows(sample, counts))
 keep = np.ones(len(table), dtype=bool) if not drop_punct else (table["upos"] != PUNCT).to_numpy()
 n_tokens = int(keep.sum())
 if n_tokens > MAX_TOKENS[method]:
-    st.error(f"The sample is too large for {method.upper()}: {n_tokens:,} tokens, at most {MAX_TOKENS[method]:,}. "
-             "Use fewer sentences" + (" or PCA." if method != "pca" else "."))
+    st.error(
+        f"The sample is too large for {method.upper()}: {n_tokens:,} tokens, at most {MAX_TOKENS[method]:,}. "
+        "Use fewer sentences" + (" or PCA." if method != "pca" else ".")
+    )
     st.stop()
 if n_tokens < 2:
     st.warning("The sample has fewer than two tokens to show; take more sentences.")
@@ -81,8 +95,9 @@ def sample_vectors(spec_key, n: int, seed: int, sentences, _embedder):
 
 
 with lab_ui.friendly_errors("The clustering view"):
-    vectors = sample_vectors(lab_ui.spec_key(spec), n_sentences, seed, tuple(tuple(s.words) for s in sample),
-                             bundle.embedder)
+    vectors = sample_vectors(
+        lab_ui.spec_key(spec), n_sentences, seed, tuple(tuple(s.words) for s in sample), bundle.embedder
+    )
     shown = table[keep].reset_index(drop=True)
     column = COLOURS[colour_label]
     if column == "oov" and counts is None:
@@ -104,14 +119,38 @@ with lab_ui.friendly_errors("The clustering view"):
             st.warning(f"{layer_label(key)}: {e}")
             continue
         export[f"{layer_label(key)}_x"], export[f"{layer_label(key)}_y"] = xy[:, 0], xy[:, 1]
-        frame = pd.DataFrame({"x": xy[:, 0], "y": xy[:, 1], column: colour_values, "token": shown["form"],
-                              "context": shown["context"], "upos": shown["upos"], "deprel": shown["deprel"],
-                              "count": shown["count"]})
-        fig = px.scatter(frame, x="x", y="y", color=column, category_orders={column: order},
-                         hover_data={"x": False, "y": False, "context": True, "upos": True, "deprel": True,
-                                     "count": True, column: False},
-                         title=f"{layer_label(key)} ({method.upper()})", template="plotly_white", height=460,
-                         render_mode="auto")
+        frame = pd.DataFrame(
+            {
+                "x": xy[:, 0],
+                "y": xy[:, 1],
+                column: colour_values,
+                "token": shown["form"],
+                "context": shown["context"],
+                "upos": shown["upos"],
+                "deprel": shown["deprel"],
+                "count": shown["count"],
+            }
+        )
+        fig = px.scatter(
+            frame,
+            x="x",
+            y="y",
+            color=column,
+            category_orders={column: order},
+            hover_data={
+                "x": False,
+                "y": False,
+                "context": True,
+                "upos": True,
+                "deprel": True,
+                "count": True,
+                column: False,
+            },
+            title=f"{layer_label(key)} ({method.upper()})",
+            template="plotly_white",
+            height=460,
+            render_mode="auto",
+        )
         fig.update_traces(marker={"size": 5, "opacity": 0.75})
         fig.update_xaxes(showticklabels=False, title=None)
         fig.update_yaxes(showticklabels=False, title=None)
@@ -121,17 +160,29 @@ with lab_ui.friendly_errors("The clustering view"):
 
     if quality:
         st.subheader(f"How well does each layer group the {colour_label} labels?")
-        st.dataframe({"layer": [layer_label(k) for k in quality],
-                      "silhouette (cosine, full dimension)": [lab_ui.fmt(v) for v in quality.values()]},
-                     hide_index=True)
-        st.caption("Computed on the vectors themselves, not on the 2-D map; above 0 means tokens are closer to "
-                   "tokens with the same label than to the nearest other label.")
+        st.dataframe(
+            {
+                "layer": [layer_label(k) for k in quality],
+                "silhouette (cosine, full dimension)": [lab_ui.fmt(v) for v in quality.values()],
+            },
+            hide_index=True,
+        )
+        st.caption(
+            "Computed on the vectors themselves, not on the 2-D map; above 0 means tokens are closer to "
+            "tokens with the same label than to the nearest other label."
+        )
     elif n_tokens > MAX_SILHOUETTE_TOKENS:
         st.caption(f"Silhouette skipped above {MAX_SILHOUETTE_TOKENS:,} tokens.")
 
-    st.download_button("Download the points as CSV", export.to_csv(index=False).encode("utf-8"),
-                       file_name=f"ewt-dev-sample-{n_sentences}-seed{seed}-{method}.csv", mime="text/csv",
-                       key="csv")
+    st.download_button(
+        "Download the points as CSV",
+        export.to_csv(index=False).encode("utf-8"),
+        file_name=f"ewt-dev-sample-{n_sentences}-seed{seed}-{method}.csv",
+        mime="text/csv",
+        key="csv",
+    )
     if counts is not None:
-        st.caption("Frequency and OOV are counted in EWT train (lower-cased). ELMo reads characters, so an "
-                   "“OOV” word still gets a vector: these are the words its type layer has least evidence for.")
+        st.caption(
+            "Frequency and OOV are counted in EWT train (lower-cased). ELMo reads characters, so an "
+            "“OOV” word still gets a vector: these are the words its type layer has least evidence for."
+        )

@@ -11,16 +11,20 @@ import dataclasses
 import os
 import time
 
+import lab_ui
 import streamlit as st
 
-import lab_ui
 from probing_lab.probing.experiment import Experiment, load_metrics, metrics_rows, per_label_rows, run_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
 
 SHIPPED_RESULTS = lab_ui.ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
 # where `probing-lab probe` writes by default (run from the checkout); $PROBING_LAB_RUNS moves it
 USER_RUNS = Path(os.environ.get("PROBING_LAB_RUNS") or lab_ui.ROOT / "runs" / "probes")
-SOURCES = {"Results shipped with the lab": SHIPPED_RESULTS, "Your runs (runs/probes)": USER_RUNS, "Another folder": None}
+SOURCES = {
+    "Results shipped with the lab": SHIPPED_RESULTS,
+    "Your runs (runs/probes)": USER_RUNS,
+    "Another folder": None,
+}
 
 lab_ui.page("Probes: what each layer encodes")
 st.markdown(
@@ -37,15 +41,26 @@ def new_run_form() -> None:
     spec = lab_ui.current_spec()
     with st.expander("Start a new probe run"):
         if spec.options:
-            st.info("Probe runs take a checkpoint directory or the shipped model; convert a released ELMo first "
-                    "(`probing-lab export`), or run `probing-lab probe` from the command line.")
+            st.info(
+                "Probe runs take a checkpoint directory or the shipped model; convert a released ELMo first "
+                "(`probing-lab export`), or run `probing-lab probe` from the command line."
+            )
             return
         name = st.selectbox("Experiment", [f.stem for f in files], key="new_experiment")
-        st.caption(f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}. "
-                   "Extraction and probes take minutes (pos_ewt: about 7 on two cores).")
+        st.caption(
+            f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}. "
+            "Extraction and probes take minutes (pos_ewt: about 7 on two cores)."
+        )
         c1, c2 = st.columns(2)
-        limit = c1.number_input("Training sentences (0 = all)", 0, 100_000, 0, step=500, key="new_limit",
-                                help="A smaller training set gives a quick first look; dev and test stay whole.")
+        limit = c1.number_input(
+            "Training sentences (0 = all)",
+            0,
+            100_000,
+            0,
+            step=500,
+            key="new_limit",
+            help="A smaller training set gives a quick first look; dev and test stay whole.",
+        )
         baselines = c2.checkbox("Random-init baseline and MDL (slower)", True, key="new_baselines")
         if not st.button("Run", key="start_run"):
             return
@@ -55,8 +70,13 @@ def new_run_form() -> None:
             st.error(str(e))
             return
         if limit or not baselines:  # a changed experiment: the run records it as experiment.json
-            exp = dataclasses.replace(exp, max_train_sentences=int(limit) or exp.max_train_sentences,
-                                      random_init=exp.random_init and baselines, mdl=exp.mdl and baselines, source=None)
+            exp = dataclasses.replace(
+                exp,
+                max_train_sentences=int(limit) or exp.max_train_sentences,
+                random_init=exp.random_init and baselines,
+                mdl=exp.mdl and baselines,
+                source=None,
+            )
         stages = len(exp.layer_keys) * (2 if exp.random_init else 1)
         bar = st.progress(0.0, text=f"{name}: extracting features…")
         done = []
@@ -67,8 +87,13 @@ def new_run_form() -> None:
             bar.progress(min(len(done) / stages, 1.0), text=f"{name}: {message.strip()}")
 
         try:
-            run_dir = run_experiment(exp, model=spec.model, out=USER_RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                     progress=False, log=log)
+            run_dir = run_experiment(
+                exp,
+                model=spec.model,
+                out=USER_RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                progress=False,
+                log=log,
+            )
         except (ValueError, FileNotFoundError) as e:  # a missing dataset or a bad model: the message says why
             st.error(str(e))
             return
@@ -79,8 +104,12 @@ def new_run_form() -> None:
 new_run_form()
 source = st.radio("Results", list(SOURCES), horizontal=True, key="results_source")
 if SOURCES[source] is None:
-    folder = st.text_input("Run folder", str(USER_RUNS), key="run_dir",
-                           help="Where `probing-lab probe` wrote its run directories (each has a metrics.json).")
+    folder = st.text_input(
+        "Run folder",
+        str(USER_RUNS),
+        key="run_dir",
+        help="Where `probing-lab probe` wrote its run directories (each has a metrics.json).",
+    )
     root = Path(folder).expanduser()
 else:
     root = SOURCES[source]
@@ -104,15 +133,21 @@ by_experiment = {}
 for name, m in runs.items():
     by_experiment.setdefault(m.get("experiment", "?"), []).append(name)
 
-experiment = st.selectbox("Experiment", sorted(by_experiment), key="experiment",
-                          format_func=lambda e: f"{e} ({len(by_experiment[e])} run(s))")
+experiment = st.selectbox(
+    "Experiment", sorted(by_experiment), key="experiment", format_func=lambda e: f"{e} ({len(by_experiment[e])} run(s))"
+)
 names = by_experiment[experiment]
 if st.session_state.get("runs_of") != (str(root), experiment):  # another folder or experiment: its own runs
     st.session_state["runs_of"] = (str(root), experiment)
     st.session_state.pop("runs", None)
     st.session_state.pop("confusion_run", None)
-chosen = st.multiselect("Runs to compare (one line per model)", names, default=names[:4], key="runs",
-                        format_func=lambda n: f"{n} · {runs[n].get('model', '?')}")
+chosen = st.multiselect(
+    "Runs to compare (one line per model)",
+    names,
+    default=names[:4],
+    key="runs",
+    format_func=lambda n: f"{n} · {runs[n].get('model', '?')}",
+)
 if not chosen:
     st.warning("Pick at least one run.")
     st.stop()
@@ -129,16 +164,24 @@ with lab_ui.friendly_errors("The probe view"):
     if with_confusion:
         st.subheader("Confusion matrix and per-label accuracy (test split)")
         c1, c2 = st.columns(2)
-        run_name = c1.selectbox("Run", with_confusion, key="confusion_run",
-                                format_func=lambda n: f"{n} · {runs[n].get('model', '?')}")
+        run_name = c1.selectbox(
+            "Run", with_confusion, key="confusion_run", format_func=lambda n: f"{n} · {runs[n].get('model', '?')}"
+        )
         metrics = runs[run_name]
         keys = [k for k, e in metrics["layers"].items() if "confusion" in e]
-        layer = c2.selectbox("Layer", keys, index=keys.index("1") if "1" in keys else 0, key="confusion_layer",
-                             format_func=lambda k: lab_ui.LAYER_HELP.get(k, k).split(":")[0])
+        layer = c2.selectbox(
+            "Layer",
+            keys,
+            index=keys.index("1") if "1" in keys else 0,
+            key="confusion_layer",
+            format_func=lambda k: lab_ui.LAYER_HELP.get(k, k).split(":")[0],
+        )
         st.plotly_chart(confusion_figure(metrics, layer), key="confusion")
         st.dataframe(per_label_rows(metrics, layer), hide_index=True)
-        st.caption("Accuracy = share of the label's test tokens the probe gets right (recall); precision = share "
-                   "of the tokens predicted as the label that have it.")
+        st.caption(
+            "Accuracy = share of the label's test tokens the probe gets right (recall); precision = share "
+            "of the tokens predicted as the label that have it."
+        )
     st.markdown(
         "**What to expect** (DESIGN §4): POS and syntax peak in L1 (Peters et al.: POS 97.3 with L1, 96.8 with L2; "
         "Liu et al.: EWT POS 95.6 at the best layer); word sense peaks in L2 (WSD F1 69.0 vs 67.4); L0 and the "

@@ -6,11 +6,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import figures
+import lab_ui
 import numpy as np
 import streamlit as st
 
-import figures
-import lab_ui
 from probing_lab.analysis import cosine_matrix, embed_tokens, layer_label, nearest_contexts
 from probing_lab.text import split_and_tokenize
 
@@ -53,25 +53,39 @@ with lab_ui.friendly_errors("The sentence explorer"):
     layers = text_vectors(lab_ui.spec_key(spec), tuple(tuple(s) for s in sentences), bundle.embedder)
     st.caption(f"{len(sentences)} sentence(s), {len(tokens)} tokens; each sentence is embedded on its own.")
     labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
-    focus = st.selectbox("Token", range(len(tokens)), format_func=lambda i: labels[i],
-                         index=next((i for i, t in enumerate(tokens) if t.lower() == "bank"), 0), key="focus")
-    st.plotly_chart(figures.similarity_profile({k: cosine_matrix(layers[k][focus : focus + 1], layers[k])[0]
-                                                for k in layers}, tokens, focus), key="profile")
+    focus = st.selectbox(
+        "Token",
+        range(len(tokens)),
+        format_func=lambda i: labels[i],
+        index=next((i for i, t in enumerate(tokens) if t.lower() == "bank"), 0),
+        key="focus",
+    )
+    st.plotly_chart(
+        figures.similarity_profile(
+            {k: cosine_matrix(layers[k][focus : focus + 1], layers[k])[0] for k in layers}, tokens, focus
+        ),
+        key="profile",
+    )
 
     st.subheader(f"Nearest tokens to “{tokens[focus]}”")
     cols = st.columns(len(layers))
     for col, key in zip(cols, layers):
         hits = nearest_contexts(layers[key][focus], layers[key], k=5, exclude=[focus])
         col.markdown(f"**{layer_label(key)}**")
-        col.dataframe({"token": [labels[i] for i, _ in hits], "cosine": [round(c, 3) for _, c in hits]},
-                      hide_index=True)
+        col.dataframe(
+            {"token": [labels[i] for i, _ in hits], "cosine": [round(c, 3) for _, c in hits]}, hide_index=True
+        )
 
     st.subheader("Token × token cosine")
     key = st.radio("Layer", list(layers), format_func=layer_label, horizontal=True, key="heat_layer")
-    st.plotly_chart(figures.token_heatmap(cosine_matrix(layers[key]), tokens, f"{layer_label(key)}: cosine between tokens"),
-                    key="heatmap")
+    st.plotly_chart(
+        figures.token_heatmap(cosine_matrix(layers[key]), tokens, f"{layer_label(key)}: cosine between tokens"),
+        key="heatmap",
+    )
     st.caption(lab_ui.LAYER_HELP[key] + " In L0, two tokens with the same spelling always have cosine 1.")
     if len(tokens) >= 2:
         off = ~np.eye(len(tokens), dtype=bool)
-        st.caption("Mean off-diagonal cosine per layer (how alike all tokens are, the anisotropy): " + ", ".join(
-            f"{layer_label(k)} {cosine_matrix(layers[k])[off].mean():.3f}" for k in layers))
+        st.caption(
+            "Mean off-diagonal cosine per layer (how alike all tokens are, the anisotropy): "
+            + ", ".join(f"{layer_label(k)} {cosine_matrix(layers[k])[off].mean():.3f}" for k in layers)
+        )

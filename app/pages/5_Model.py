@@ -7,9 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import lab_ui
 import streamlit as st
 
-import lab_ui
 from probing_lab.elmo import PRESETS
 from probing_lab.models import SHIPPED_MODEL_DIR, shipped_model_dir
 
@@ -22,6 +22,7 @@ CHECKPOINT = "Another checkpoint directory"
 lab_ui.page("Model")
 current = lab_ui.current_spec()
 st.markdown(f"In use now: **{current.label}**")
+
 
 def kind_of(spec: lab_ui.ModelSpec) -> str:
     if spec.options:
@@ -38,9 +39,11 @@ kind = st.radio("Model", KINDS, index=KINDS.index(kind_of(current)), key="kind")
 spec, problem = None, None
 if kind == SHIPPED:
     if shipped_model_dir() is None:
-        problem = (f"The shipped model is not in this checkout: {SHIPPED_MODEL_DIR} has no model.safetensors. "
-                   "It is trained by `probing-lab train` and exported with `probing-lab export`; meanwhile use a "
-                   "random-init model or a released ELMo.")
+        problem = (
+            f"The shipped model is not in this checkout: {SHIPPED_MODEL_DIR} has no model.safetensors. "
+            "It is trained by `probing-lab train` and exported with `probing-lab export`; meanwhile use a "
+            "random-init model or a released ELMo."
+        )
     else:
         spec = lab_ui.ModelSpec()
 elif kind == EARLY:
@@ -54,14 +57,22 @@ elif kind == RANDOM:
     now = current.model[7:] if current.model and current.model.startswith("random:") else "cpu-small"
     preset = c1.selectbox("Preset (shape)", names, index=names.index(now) if now in names else 0, key="preset")
     seed = int(c2.number_input("Seed", min_value=0, value=current.seed, key="seed"))
-    st.caption("Randomly initialised as bilm-tf does. Its L1/L2 still mix context, so compare it with a trained "
-               "model: what a trained model shows beyond this is what training added.")
+    st.caption(
+        "Randomly initialised as bilm-tf does. Its L1/L2 still mix context, so compare it with a trained "
+        "model: what a trained model shows beyond this is what training added."
+    )
     spec = lab_ui.ModelSpec(model=f"random:{preset}", seed=seed)
 elif kind == RELEASED:
-    options = st.text_input("options.json", key="options", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_options.json")
-    weights = st.text_input("weights.hdf5", key="weights", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
-    st.caption("The files AllenNLP published (e.g. the original 5.5B or 1B Word models). The original size runs "
-               "about 300 tokens/s on a CPU: keep samples small.")
+    options = st.text_input(
+        "options.json", key="options", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_options.json"
+    )
+    weights = st.text_input(
+        "weights.hdf5", key="weights", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"
+    )
+    st.caption(
+        "The files AllenNLP published (e.g. the original 5.5B or 1B Word models). The original size runs "
+        "about 300 tokens/s on a CPU: keep samples small."
+    )
     if not options.strip() or not weights.strip():
         problem = "Give both paths."
     else:
@@ -69,11 +80,15 @@ elif kind == RELEASED:
         if missing:
             problem = "No such file: " + ", ".join(missing)
         else:
-            spec = lab_ui.ModelSpec(options=str(Path(options.strip()).expanduser()),
-                                    weights=str(Path(weights.strip()).expanduser()))
+            spec = lab_ui.ModelSpec(
+                options=str(Path(options.strip()).expanduser()), weights=str(Path(weights.strip()).expanduser())
+            )
 else:
-    directory = st.text_input("Checkpoint directory", key="checkpoint",
-                              placeholder="a folder with model.safetensors, options.json, model_card.json")
+    directory = st.text_input(
+        "Checkpoint directory",
+        key="checkpoint",
+        placeholder="a folder with model.safetensors, options.json, model_card.json",
+    )
     if not directory.strip():
         problem = "Give a directory."
     elif not Path(directory.strip()).expanduser().is_dir():
@@ -99,9 +114,11 @@ with lab_ui.friendly_errors("The model summary"):
     o = bundle.options
     lstm = o.get("lstm", {})
     cnn = o.get("char_cnn", {})
-    st.markdown(f"`{bundle.name}` · {bundle.parameters:,} parameters · {lstm.get('n_layers', '?')} biLSTM layers of "
-                f"{lstm.get('dim', '?')} units projected to {lstm.get('projection_dim', '?')} · "
-                f"{sum(n for _, n in cnn.get('filters', [])):,} char-CNN filters · every layer {bundle.embedder.dim} wide")
+    st.markdown(
+        f"`{bundle.name}` · {bundle.parameters:,} parameters · {lstm.get('n_layers', '?')} biLSTM layers of "
+        f"{lstm.get('dim', '?')} units projected to {lstm.get('projection_dim', '?')} · "
+        f"{sum(n for _, n in cnn.get('filters', [])):,} char-CNN filters · every layer {bundle.embedder.dim} wide"
+    )
     if bundle.card:
         st.markdown("**Model card**")
         st.json(bundle.card, expanded=True)

@@ -3,15 +3,52 @@
 No Streamlit here: the app, notebooks and scripts all call the same functions.
 """
 
-from .geometry import (cosine_matrix, loo_nn_accuracy, nearest_contexts, random_pair_cosine, self_similarity,
-                       sense_similarities, separation, silhouette_cosine)
-from .polysemy import Occurrences, collect, find_target, inflections, labelled_positions, locate, parse_lines, parse_marked
+from .geometry import (
+    cosine_matrix,
+    loo_nn_accuracy,
+    nearest_contexts,
+    random_pair_cosine,
+    self_similarity,
+    sense_similarities,
+    separation,
+    silhouette_cosine,
+)
+from .polysemy import (
+    Occurrences,
+    collect,
+    find_target,
+    inflections,
+    labelled_positions,
+    locate,
+    parse_lines,
+    parse_marked,
+)
 from .projections import METHODS, project, umap_is_warm, warm_up_umap
 from .vectors import TokenVectors, embed_tokens, layer_keys, layer_label
 
 __all__ = [
-    "METHODS", "Occurrences", "TokenVectors", "collect", "cosine_matrix", "embed_tokens", "find_target", "inflections",
-    "labelled_positions", "layer_keys", "layer_label", "locate", "loo_nn_accuracy", "nearest_contexts", "parse_lines",
-    "parse_marked", "project", "random_pair_cosine", "self_similarity", "sense_similarities", "separation",
-    "silhouette_cosine", "umap_is_warm", "warm_up_umap",
+    "METHODS",
+    "Occurrences",
+    "TokenVectors",
+    "collect",
+    "cosine_matrix",
+    "embed_tokens",
+    "find_target",
+    "inflections",
+    "labelled_positions",
+    "layer_keys",
+    "layer_label",
+    "locate",
+    "loo_nn_accuracy",
+    "nearest_contexts",
+    "parse_lines",
+    "parse_marked",
+    "project",
+    "random_pair_cosine",
+    "self_similarity",
+    "sense_similarities",
+    "separation",
+    "silhouette_cosine",
+    "umap_is_warm",
+    "warm_up_umap",
 ]

@@ -142,8 +142,9 @@ def separation(X: np.ndarray, labels: Sequence, baseline: Optional[float] = None
     }
 
 
-def nearest_contexts(query: np.ndarray, corpus: np.ndarray, k: int = 5,
-                     exclude: Optional[Sequence[int]] = None) -> list[tuple[int, float]]:
+def nearest_contexts(
+    query: np.ndarray, corpus: np.ndarray, k: int = 5, exclude: Optional[Sequence[int]] = None
+) -> list[tuple[int, float]]:
     """The ``k`` rows of ``corpus (N, dim)`` most similar in cosine to ``query (dim,)``, as
     ``(row, cosine)`` best first; rows in ``exclude`` (e.g. the query itself) are skipped."""
     sims = cosine_matrix(np.asarray(query, dtype=np.float64)[None, :], corpus)[0]

@@ -131,8 +131,15 @@ def locate(sentences: Sequence, target: Optional[str] = None) -> tuple[list[list
     return token_lists, positions
 
 
-def collect(embedder, sentences: Sequence, target: Optional[str] = None, labels: Optional[Sequence] = None,
-            positions: Optional[Sequence[Optional[int]]] = None, n_pairs: int = 2000, seed: int = 0) -> Occurrences:
+def collect(
+    embedder,
+    sentences: Sequence,
+    target: Optional[str] = None,
+    labels: Optional[Sequence] = None,
+    positions: Optional[Sequence[Optional[int]]] = None,
+    n_pairs: int = 2000,
+    seed: int = 0,
+) -> Occurrences:
     """Embed the sentences that contain the target and pick out its vector in every layer.
 
     ``positions`` (one index or None per sentence) skips the search, e.g. for a WSD data set that
@@ -157,8 +164,7 @@ def collect(embedder, sentences: Sequence, target: Optional[str] = None, labels:
     rows = np.array([tv.rows(j, positions[i]) for j, i in enumerate(keep)], dtype=np.int64)
     vectors = {k: tv.layers[k][rows] for k in tv.keys}
     baselines = {k: random_pair_cosine(tv.layers[k], n_pairs=n_pairs, seed=seed) for k in tv.keys}
-    return Occurrences(kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines,
-                       missing, keep)
+    return Occurrences(kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines, missing, keep)
 
 
 def labelled_positions(records) -> tuple[list[list[str]], list[Optional[int]], list[Optional[str]]]:

@@ -38,7 +38,9 @@ def project(X: np.ndarray, method: str = "pca", seed: int = 0, unit: bool = True
         raise ValueError("the vectors contain NaN or inf")
     n = X.shape[0]
     if n < MIN_POINTS[method]:
-        raise ValueError(f"{method.upper()} needs at least {MIN_POINTS[method]} points, got {n}; add sentences or use PCA")
+        raise ValueError(
+            f"{method.upper()} needs at least {MIN_POINTS[method]} points, got {n}; add sentences or use PCA"
+        )
     if unit:
         X = unit_rows(X)
     if collapsed(X):
@@ -86,14 +88,19 @@ def umap_2d(X: np.ndarray, seed: int = 0) -> np.ndarray:
     n_neighbors = max(2, min(15, X.shape[0] - 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "n_jobs overridden by random_state", spectral init on tiny data
-        reducer = umap.UMAP(n_components=2, n_neighbors=n_neighbors, min_dist=0.1, metric="cosine", random_state=seed,
-                            init="spectral" if X.shape[0] > n_neighbors + 1 else "random")
+        reducer = umap.UMAP(
+            n_components=2,
+            n_neighbors=n_neighbors,
+            min_dist=0.1,
+            metric="cosine",
+            random_state=seed,
+            init="spectral" if X.shape[0] > n_neighbors + 1 else "random",
+        )
         return np.asarray(reducer.fit_transform(X), dtype=np.float64)
 
 
 def tsne_2d(X: np.ndarray, seed: int = 0) -> np.ndarray:
     from sklearn.manifold import TSNE
-
     from threadpoolctl import threadpool_limits
 
     perplexity = float(max(1.0, min(30.0, (X.shape[0] - 1) / 3)))  # must stay below N

@@ -58,10 +58,19 @@ def token_rows(sentences: Sequence, counts: Optional[Counter] = None, window: in
             c = counts.get(t.form.lower(), 0)
             lo, hi = max(0, j - window), min(len(forms), j + window + 1)
             context = " ".join(forms[lo:j] + [f"<b>{forms[j]}</b>"] + forms[j + 1 : hi])
-            rows.append({
-                "sentence": si, "sentence_id": getattr(s, "id", None) or str(si), "position": j,
-                "form": t.form, "upos": t.upos or "_", "deprel": t.deprel or "_",
-                "count": c, "log10_count": math.log10(c + 1), "frequency": frequency_band(c), "oov": c == 0,
-                "context": ("… " if lo else "") + context + (" …" if hi < len(forms) else ""),
-            })
+            rows.append(
+                {
+                    "sentence": si,
+                    "sentence_id": getattr(s, "id", None) or str(si),
+                    "position": j,
+                    "form": t.form,
+                    "upos": t.upos or "_",
+                    "deprel": t.deprel or "_",
+                    "count": c,
+                    "log10_count": math.log10(c + 1),
+                    "frequency": frequency_band(c),
+                    "oov": c == 0,
+                    "context": ("… " if lo else "") + context + (" …" if hi < len(forms) else ""),
+                }
+            )
     return rows

@@ -34,7 +34,8 @@ def parse_conllu(lines: Iterable[str], name: str = "<conllu>", source: str = "co
                 if t.head is not None and not 0 <= t.head <= n:
                     raise DatasetFormatError(
                         f"{name}:{start}: sentence {sent_id or len(sentences) + 1}: head {t.head} of {t.form!r} "
-                        f"is outside 0..{n}")
+                        f"is outside 0..{n}"
+                    )
             sentences.append(Sentence(tokens, sent_id or str(len(sentences) + 1), source))
         tokens, sent_id = [], None
 
@@ -52,7 +53,8 @@ def parse_conllu(lines: Iterable[str], name: str = "<conllu>", source: str = "co
         if len(cols) != 10:
             raise DatasetFormatError(
                 f"{name}:{lineno}: expected 10 tab-separated CoNLL-U columns "
-                f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), got {len(cols)}: {line[:80]!r}")
+                f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), got {len(cols)}: {line[:80]!r}"
+            )
         wid, form, lemma, upos, xpos, feats, head, deprel = cols[:8]
         if "-" in wid or "." in wid:
             continue  # multiword token range or empty node: not a syntactic word
@@ -61,18 +63,21 @@ def parse_conllu(lines: Iterable[str], name: str = "<conllu>", source: str = "co
         if not wid.isdigit() or int(wid) != len(tokens) + 1:
             raise DatasetFormatError(
                 f"{name}:{lineno}: expected word id {len(tokens) + 1} (ids must run 1..n once ranges and "
-                f"empty nodes are skipped), got {wid!r}")
+                f"empty nodes are skipped), got {wid!r}"
+            )
         if head != "_" and not head.isdigit():
             raise DatasetFormatError(f"{name}:{lineno}: expected an integer HEAD or '_', got {head!r}")
-        tokens.append(Token(
-            form=form,
-            lemma=lemma if lemma != "_" or form == "_" else None,
-            upos=_opt(upos),
-            xpos=_opt(xpos),
-            head=None if head == "_" else int(head),
-            deprel=_opt(deprel),
-            extra={"feats": feats} if feats != "_" else {},
-        ))
+        tokens.append(
+            Token(
+                form=form,
+                lemma=lemma if lemma != "_" or form == "_" else None,
+                upos=_opt(upos),
+                xpos=_opt(xpos),
+                head=None if head == "_" else int(head),
+                deprel=_opt(deprel),
+                extra={"feats": feats} if feats != "_" else {},
+            )
+        )
     finish(lineno + 1)
     return sentences
 

@@ -107,14 +107,17 @@ def read_ptb_dependencies(path: str | Path, source: str = "ptb-sample/dependency
             for i, line in enumerate(block.splitlines(), 1):
                 cols = line.split("\t")
                 if len(cols) != 3 or not cols[2].isdigit():
-                    raise DatasetFormatError(f"{name}: sentence {k + 1} line {i}: expected 'word<TAB>TAG<TAB>head', got {line!r}")
+                    raise DatasetFormatError(
+                        f"{name}: sentence {k + 1} line {i}: expected 'word<TAB>TAG<TAB>head', got {line!r}"
+                    )
                 tokens.append(Token(form=BRACKETS.get(cols[0], cols[0]), xpos=cols[1], head=int(cols[2])))
             sentences.append(Sentence(tokens, f"{doc}/{k}", source))
     return sentences
 
 
-def read_ptb(treebank: str | Path, dependencies: str | Path | None = None,
-             source: str = "ptb-sample/treebank") -> list[Sentence]:
+def read_ptb(
+    treebank: str | Path, dependencies: str | Path | None = None, source: str = "ptb-sample/treebank"
+) -> list[Sentence]:
     """The ``treebank/combined/*.mrg`` trees; with ``dependencies`` (``dependency_treebank.zip``),
     each token also gets its ``head``. The two must hold the same sentences with the same words."""
     sentences = []
@@ -127,7 +130,8 @@ def read_ptb(treebank: str | Path, dependencies: str | Path | None = None,
             if d is None or d.words != s.words:
                 raise DatasetFormatError(
                     f"{dependencies}: sentence {s.id} does not match the treebank's "
-                    f"({'missing' if d is None else f'{len(d.tokens)} vs {len(s.tokens)} tokens'})")
+                    f"({'missing' if d is None else f'{len(d.tokens)} vs {len(s.tokens)} tokens'})"
+                )
             for t, dt in zip(s.tokens, d.tokens):
                 t.head = dt.head
     return sentences

@@ -16,9 +16,13 @@ class Token:
     lemma: str | None = None
     upos: str | None = None
     xpos: str | None = None
-    head: int | None = None  # 1-based index of the head token in the sentence, 0 = root (UD convention); None if unknown
+    head: int | None = (
+        None  # 1-based index of the head token in the sentence, 0 = root (UD convention); None if unknown
+    )
     deprel: str | None = None
-    sense: str | None = None  # sense label for sense-annotated targets (WordNet sense key, or CoarseWSD sense name); None otherwise
+    sense: str | None = (
+        None  # sense label for sense-annotated targets (WordNet sense key, or CoarseWSD sense name); None otherwise
+    )
     extra: dict = field(default_factory=dict)  # e.g. {"chunk": "B-NP"} or {"const_depth": 3}
 
 

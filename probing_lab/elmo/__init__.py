@@ -15,7 +15,20 @@ from .weights import (
 )
 
 __all__ = [
-    "BiLMOutput", "ElmoBiLM", "ElmoOptions", "Embedder", "OptionsError", "PRESETS", "ScalarMix",
-    "WeightsError", "batch_to_ids", "get_preset", "load_checkpoint", "load_hdf5_model",
-    "load_hdf5_weights", "save_checkpoint", "save_hdf5_weights", "token_to_char_ids",
+    "BiLMOutput",
+    "ElmoBiLM",
+    "ElmoOptions",
+    "Embedder",
+    "OptionsError",
+    "PRESETS",
+    "ScalarMix",
+    "WeightsError",
+    "batch_to_ids",
+    "get_preset",
+    "load_checkpoint",
+    "load_hdf5_model",
+    "load_hdf5_weights",
+    "save_checkpoint",
+    "save_hdf5_weights",
+    "token_to_char_ids",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -63,8 +62,9 @@ class ElmoBiLM(nn.Module):
             token_vectors = self.token_encoder(char_ids)
         return self.from_token_vectors(token_vectors, mask, state, fused)
 
-    def from_token_vectors(self, token_vectors: torch.Tensor, mask: torch.Tensor, state: Optional[LstmState] = None,
-                           fused: bool = False) -> BiLMOutput:
+    def from_token_vectors(
+        self, token_vectors: torch.Tensor, mask: torch.Tensor, state: Optional[LstmState] = None, fused: bool = False
+    ) -> BiLMOutput:
         """The biLM above the type layer: ``token_vectors (batch, T, proj)`` (zero at padding),
         ``mask (batch, T)`` bool, boundaries included."""
         lstm_layers, new_state = self.lstm(token_vectors, mask, state, fused=fused)
@@ -76,28 +76,8 @@ class ElmoBiLM(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, generator: Optional[torch.Generator] = None) -> None:
-        """bilm-tf's initialisation: char embeddings U(-1, 1), CNN and highway N(0, 1/fan_in),
-        carry bias -2 (start close to the identity), Glorot-uniform LSTM kernels, forget bias 1."""
-        enc, o = self.token_encoder, self.options
-        enc.char_embed.uniform_(-1.0, 1.0, generator=generator)
-        for conv, (width, _) in zip(enc.convs, o.filters):
-            conv.weight.normal_(0.0, math.sqrt(1.0 / (width * o.char_dim)), generator=generator)
-            conv.bias.zero_()
-        for hw in enc.highways:
-            std = math.sqrt(1.0 / o.n_filters)
-            hw.w_carry.normal_(0.0, std, generator=generator)
-            hw.w_transform.normal_(0.0, std, generator=generator)
-            hw.b_carry.fill_(-2.0)
-            hw.b_transform.zero_()
-        enc.w_proj.normal_(0.0, math.sqrt(1.0 / o.n_filters), generator=generator)
-        enc.b_proj.zero_()
+        """bilm-tf's initialisation, each part by its own rule (see their ``reset_parameters``);
+        the order of the random draws is fixed, so a seed always gives the same model."""
+        self.token_encoder.reset_parameters(generator)
         for layer in self.lstm.layers:
-            fan = layer.input_weight.shape[1] + layer.hidden_weight.shape[1]
-            bound = math.sqrt(6.0 / (fan + layer.input_weight.shape[2]))
-            layer.input_weight.uniform_(-bound, bound, generator=generator)
-            layer.hidden_weight.uniform_(-bound, bound, generator=generator)
-            c = o.lstm_dim
-            bound_p = math.sqrt(6.0 / (c + o.projection_dim))
-            layer.proj_weight.uniform_(-bound_p, bound_p, generator=generator)
-            layer.bias.zero_()
-            layer.bias[:, c : 2 * c] = 1.0  # forget gate (order i, f, g, o)
+            layer.reset_parameters(generator)

@@ -61,9 +61,7 @@ def token_to_char_ids(token: str) -> tuple[int, ...]:
 
 def check_sentences(sentences: Sequence[Sequence[str]]) -> None:
     """Raise a ValueError naming the sentence and token position of any malformed input."""
-    if isinstance(sentences, str) or (
-        len(sentences) > 0 and isinstance(sentences[0], str)
-    ):
+    if isinstance(sentences, str) or (len(sentences) > 0 and isinstance(sentences[0], str)):
         raise TypeError(
             "expected a list of token lists, e.g. [['The', 'bank', 'closed']]; for raw text "
             "use probing_lab.text.tokenize()"

@@ -59,9 +59,7 @@ class ElmoOptions:
         if self.activation not in ("relu", "tanh"):
             problems.append(f"char_cnn.activation must be 'relu' or 'tanh', got {self.activation!r}")
         if self.n_characters not in (261, 262):
-            problems.append(
-                f"char_cnn.n_characters must be 262 (261 during bilm-tf training), got {self.n_characters}"
-            )
+            problems.append(f"char_cnn.n_characters must be 262 (261 during bilm-tf training), got {self.n_characters}")
         if self.max_characters_per_token != MAX_CHARS:
             problems.append(
                 f"char_cnn.max_characters_per_token must be {MAX_CHARS}, got {self.max_characters_per_token}"

@@ -101,7 +101,9 @@ class Embedder:
         words = list(dict.fromkeys(w for w in words if w))
         rows = [BOS_CHAR_IDS, EOS_CHAR_IDS] + [token_to_char_ids(w) for w in words]
         with torch.inference_mode():
-            self._type_vectors = torch.cat([self._encode(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)])
+            self._type_vectors = torch.cat(
+                [self._encode(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
+            )
         self._type_index = {w: i + 2 for i, w in enumerate(words)}
 
     def clear_vocabulary(self) -> None:

@@ -8,6 +8,7 @@ Conversions from and to the released files live in :mod:`probing_lab.elmo.weight
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Optional
 
@@ -32,6 +33,15 @@ class Highway(nn.Module):
         self.w_transform = nn.Parameter(torch.empty(dim, dim))
         self.b_transform = nn.Parameter(torch.empty(dim))
 
+    @torch.no_grad()
+    def reset_parameters(self, generator: Optional[torch.Generator] = None) -> None:
+        """N(0, 1/dim) weights; carry bias -2 so that the layer starts close to the identity."""
+        std = math.sqrt(1.0 / self.w_carry.shape[0])
+        self.w_carry.normal_(0.0, std, generator=generator)
+        self.w_transform.normal_(0.0, std, generator=generator)
+        self.b_carry.fill_(-2.0)
+        self.b_transform.zero_()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         carry = torch.sigmoid(torch.addmm(self.b_carry, x, self.w_carry))
         transform = torch.relu(torch.addmm(self.b_transform, x, self.w_transform))
@@ -50,13 +60,24 @@ class CharTokenEncoder(nn.Module):
         super().__init__()
         # 261 trainable rows; row 0 ("no token") is prepended as zeros at run time.
         self.char_embed = nn.Parameter(torch.empty(N_STORED_CHARS, options.char_dim))
-        self.convs = nn.ModuleList(
-            nn.Conv1d(options.char_dim, n, kernel_size=width) for width, n in options.filters
-        )
+        self.convs = nn.ModuleList(nn.Conv1d(options.char_dim, n, kernel_size=width) for width, n in options.filters)
         self.highways = nn.ModuleList(Highway(options.n_filters) for _ in range(options.n_highway))
         self.w_proj = nn.Parameter(torch.empty(options.n_filters, options.projection_dim))
         self.b_proj = nn.Parameter(torch.empty(options.projection_dim))
         self.activation = torch.relu if options.activation == "relu" else torch.tanh
+
+    @torch.no_grad()
+    def reset_parameters(self, generator: Optional[torch.Generator] = None) -> None:
+        """Char embeddings U(-1, 1); convolutions and projection N(0, 1/fan_in), zero biases."""
+        self.char_embed.uniform_(-1.0, 1.0, generator=generator)
+        for conv in self.convs:
+            _, char_dim, width = conv.weight.shape
+            conv.weight.normal_(0.0, math.sqrt(1.0 / (width * char_dim)), generator=generator)
+            conv.bias.zero_()
+        for highway in self.highways:
+            highway.reset_parameters(generator)
+        self.w_proj.normal_(0.0, math.sqrt(1.0 / self.w_proj.shape[0]), generator=generator)
+        self.b_proj.zero_()
 
     def char_table(self) -> torch.Tensor:
         return F.pad(self.char_embed, (0, 0, 1, 0))
@@ -101,6 +122,21 @@ class ProjectedLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj_dim, 4 * cell_dim))
         self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
         self.proj_weight = nn.Parameter(torch.empty(2, cell_dim, proj_dim))
+
+    @torch.no_grad()
+    def reset_parameters(self, generator: Optional[torch.Generator] = None) -> None:
+        """Glorot-uniform kernels (input and recurrent as one matrix, as TF's LSTMCell), zero
+        biases but the forget gate's 1.0 (gate order i, f, g, o)."""
+        fan_in = self.input_weight.shape[1] + self.hidden_weight.shape[1]
+        four_cell = self.input_weight.shape[2]
+        bound = math.sqrt(6.0 / (fan_in + four_cell))
+        self.input_weight.uniform_(-bound, bound, generator=generator)
+        self.hidden_weight.uniform_(-bound, bound, generator=generator)
+        cell, proj = self.proj_weight.shape[1:]
+        bound = math.sqrt(6.0 / (cell + proj))
+        self.proj_weight.uniform_(-bound, bound, generator=generator)
+        self.bias.zero_()
+        self.bias[:, cell : 2 * cell] = 1.0
 
 
 class BiLstm(nn.Module):
@@ -155,34 +191,37 @@ class BiLstm(nn.Module):
         x = torch.stack([inputs, _gather_time(inputs, rev)])  # (2, batch, T, proj)
         # (T, batch, 1); None when no row is padded (length-sorted batches mostly are not)
         step_mask = mask.t().unsqueeze(-1) if not bool(mask.all()) else None
-        outputs, h_final, c_final = [], [], []
-        for k, layer in enumerate(self.layers):
-            run = self._run_fused if fused else self._run_exact
-            y, h, c = run(layer, x, step_mask, state[0][k], state[1][k])
-            if self.residual and k > 0:
-                y = y + x
-            y = y * mask.unsqueeze(-1)
-            outputs.append(torch.cat([y[0], _gather_time(y[1], rev)], dim=-1))
-            h_final.append(h)
-            c_final.append(c)
-            x = y
-        return outputs, (torch.stack(h_final), torch.stack(c_final))
+        layers, final = self._layer_loop(x, step_mask, state, fused=fused)
+        # padding comes after each row's real steps in both reading orders, so it never reaches
+        # a real position; it is zeroed in what is returned
+        outputs = [torch.cat([y[0], _gather_time(y[1], rev)], dim=-1) * mask.unsqueeze(-1) for y in layers]
+        return outputs, final
 
-    def forward_streams(self, x: torch.Tensor, state: LstmState, dropout: float = 0.0) -> tuple[torch.Tensor, LstmState]:
+    def forward_streams(
+        self, x: torch.Tensor, state: LstmState, dropout: float = 0.0
+    ) -> tuple[torch.Tensor, LstmState]:
         """Language-model training: ``x (2, batch, T, proj)`` holds each direction's window in
         its own reading order (the backward LM reads reversed sentences), no padding; the state
         carries over from the previous window. Dropout on every layer's input, as bilm-tf.
         Returns the top layer ``(2, batch, T, proj)`` and the new state."""
-        h_final, c_final = [], []
+        layers, final = self._layer_loop(x, None, state, dropout=dropout)
+        return layers[-1], final
+
+    def _layer_loop(self, x, step_mask, state: LstmState, dropout: float = 0.0, fused: bool = False):
+        """Every layer over ``x (2, batch, T, in)`` (each direction in its reading order): the
+        outputs of each layer, residual included, and the final state ``(h, c)``."""
+        run = self._run_fused if fused else self._run_exact
+        outputs, h_final, c_final = [], [], []
         for k, layer in enumerate(self.layers):
             inputs = F.dropout(x, dropout, self.training) if dropout else x
-            y, h, c = self._run_exact(layer, inputs, None, state[0][k], state[1][k])
+            y, h, c = run(layer, inputs, step_mask, state[0][k], state[1][k])
             if self.residual and k > 0:
                 y = y + x
+            outputs.append(y)
             h_final.append(h)
             c_final.append(c)
             x = y
-        return x, (torch.stack(h_final), torch.stack(c_final))
+        return outputs, (torch.stack(h_final), torch.stack(c_final))
 
     def _run_exact(self, layer, x, step_mask, h, c):
         """One layer, both directions: ``x (2, batch, T, in)`` -> ``(2, batch, T, proj)``."""
@@ -191,7 +230,9 @@ class BiLstm(nn.Module):
         # Gate columns reordered i, f, o, g so that the three sigmoid gates are one slice: one
         # sigmoid per step, and split/chunk (whose backward concatenates) instead of slicing
         # (whose backward writes a zero tensor per slice).
-        w_input, w_hidden, bias = (_sigmoid_gates_first(w) for w in (layer.input_weight, layer.hidden_weight, layer.bias))
+        w_input, w_hidden, bias = (
+            _sigmoid_gates_first(w) for w in (layer.input_weight, layer.hidden_weight, layer.bias)
+        )
         # Time-major gate inputs, so each step reads one contiguous (2, batch, 4*cell) block.
         x_time = x.transpose(1, 2).reshape(directions, T * batch, -1)
         gates_x = torch.baddbmm(bias.unsqueeze(1), x_time, w_input)
@@ -223,8 +264,13 @@ class BiLstm(nn.Module):
         # outputs at real positions are right; the final state is not (stateless only).
         outs = []
         for d in range(2):
-            params = [layer.input_weight[d].t(), layer.hidden_weight[d].t(), layer.bias[d],
-                      torch.zeros_like(layer.bias[d]), layer.proj_weight[d].t()]
+            params = [
+                layer.input_weight[d].t(),
+                layer.hidden_weight[d].t(),
+                layer.bias[d],
+                torch.zeros_like(layer.bias[d]),
+                layer.proj_weight[d].t(),
+            ]
             with warnings.catch_warnings():  # "projections not supported with oneDNN": expected
                 warnings.simplefilter("ignore", UserWarning)
                 y, _, _ = torch.lstm(x[d], (h[d : d + 1], c[d : d + 1]), params, True, 1, 0.0, False, False, True)
@@ -253,7 +299,9 @@ def _gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 class ScalarMix(nn.Module):
     """``gamma * sum_j softmax(w)_j * layer_j`` over the biLM's layers (Peters et al. eq. 1)."""
 
-    def __init__(self, n_layers: int = 3, weights: Optional[list[float]] = None, gamma: float = 1.0, trainable: bool = True):
+    def __init__(
+        self, n_layers: int = 3, weights: Optional[list[float]] = None, gamma: float = 1.0, trainable: bool = True
+    ):
         super().__init__()
         init = torch.tensor(weights if weights is not None else [0.0] * n_layers, dtype=torch.float32)
         if init.numel() != n_layers:

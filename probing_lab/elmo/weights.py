@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -120,7 +121,9 @@ def read_hdf5_arrays(path: str | Path, options: ElmoOptions) -> dict[str, np.nda
             try:
                 arrays[name] = np.asarray(dataset[...], dtype=np.float32)
             except OSError as e:
-                raise WeightsError(f"{path}: dataset '{name}' cannot be read ({e}); the file is truncated or corrupt") from None
+                raise WeightsError(
+                    f"{path}: dataset '{name}' cannot be read ({e}); the file is truncated or corrupt"
+                ) from None
             if not np.isfinite(arrays[name]).all():
                 raise WeightsError(f"{path}: dataset '{name}' contains NaN or infinite values")
     return arrays
@@ -199,7 +202,9 @@ CHECKPOINT_OPTIONS = "options.json"
 CHECKPOINT_CARD = "model_card.json"
 
 
-def save_checkpoint(model: ElmoBiLM, directory: str | Path, card: dict | None = None, dtype: torch.dtype = torch.float32) -> Path:
+def save_checkpoint(
+    model: ElmoBiLM, directory: str | Path, card: dict | None = None, dtype: torch.dtype = torch.float32
+) -> Path:
     """Save ``model.safetensors`` + ``options.json`` + ``model_card.json`` in ``directory``."""
     from safetensors.torch import save_file
 
@@ -235,7 +240,9 @@ def load_checkpoint(directory: str | Path) -> ElmoBiLM:
     try:
         tensors = load_file(str(directory / CHECKPOINT_WEIGHTS))
     except (SafetensorError, OSError) as e:
-        raise WeightsError(f"{directory / CHECKPOINT_WEIGHTS}: cannot be read ({e}); the file is truncated or corrupt") from None
+        raise WeightsError(
+            f"{directory / CHECKPOINT_WEIGHTS}: cannot be read ({e}); the file is truncated or corrupt"
+        ) from None
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
@@ -259,4 +266,3 @@ def load_hdf5_model(options_path: str | Path, weights_path: str | Path) -> ElmoB
     model = ElmoBiLM(ElmoOptions.load(options_path))
     load_hdf5_weights(model, weights_path)
     return model
-

@@ -90,7 +90,9 @@ class Features:
 
 def cache_key(fingerprint: str, sentences: Sequence[Sequence[str]], settings: dict) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps({"format": FORMAT_VERSION, "model": fingerprint, "settings": settings}, sort_keys=True).encode())
+    h.update(
+        json.dumps({"format": FORMAT_VERSION, "model": fingerprint, "settings": settings}, sort_keys=True).encode()
+    )
     for s in sentences:
         h.update("\x1f".join(s).encode("utf-8"))
         h.update(b"\x1e")
@@ -156,8 +158,15 @@ def extract_features(
     if bar is not None:
         bar.close()
     del layers
-    meta = {"key": key, "settings": settings, "fingerprint": encoder.fingerprint(), "sentences": len(sentences),
-            "tokens": int(offsets[-1]), "seconds": round(time.perf_counter() - start, 2), "format": FORMAT_VERSION}
+    meta = {
+        "key": key,
+        "settings": settings,
+        "fingerprint": encoder.fingerprint(),
+        "sentences": len(sentences),
+        "tokens": int(offsets[-1]),
+        "seconds": round(time.perf_counter() - start, 2),
+        "format": FORMAT_VERSION,
+    }
     (partial / "meta.json").write_text(json.dumps(meta, indent=2))
     progress_file.unlink(missing_ok=True)
     shutil.rmtree(final, ignore_errors=True)

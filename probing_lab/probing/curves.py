@@ -41,8 +41,14 @@ class QuickEval:
     probe: ProbeConfig = ProbeConfig(epochs=15, patience=3)
 
     @classmethod
-    def load(cls, data_dir: Optional[str | Path] = None, wsd_per_word: int = 80, pos_train: int = 3000,
-             pos_dev: int = 800, seed: int = 0) -> "QuickEval":
+    def load(
+        cls,
+        data_dir: Optional[str | Path] = None,
+        wsd_per_word: int = 80,
+        pos_train: int = 3000,
+        pos_dev: int = 800,
+        seed: int = 0,
+    ) -> "QuickEval":
         """A fixed sample: ``wsd_per_word`` CoarseWSD-20 train sentences per word (split in
         halves, stratified by sense), ``pos_train`` EWT train and ``pos_dev`` EWT dev sentences."""
         from ..datasets.wsd import COARSEWSD_WORDS
@@ -63,8 +69,12 @@ class QuickEval:
                 wsd_b += take[half:]
         ewt_train = load_dataset("ewt", "train", data_dir)
         ewt_dev = load_dataset("ewt", "dev", data_dir)
-        return cls(wsd_a, wsd_b, rng.sample(ewt_train, min(pos_train, len(ewt_train))),
-                   rng.sample(ewt_dev, min(pos_dev, len(ewt_dev))))
+        return cls(
+            wsd_a,
+            wsd_b,
+            rng.sample(ewt_train, min(pos_train, len(ewt_train))),
+            rng.sample(ewt_dev, min(pos_dev, len(ewt_dev))),
+        )
 
     def __call__(self, bilm) -> dict:
         from ..elmo import Embedder
@@ -93,7 +103,9 @@ class QuickEval:
         for lemma, sense in zip(la, sa):
             counts[lemma][sense] += 1
         mfs = {lemma: max(c, key=c.get) for lemma, c in counts.items()}
-        scores = {str(k): T.accuracy(T.sense_centroid_predict(Xa[k], la, sa, Xb[k], lb, mfs), sb) for k in range(len(Xa))}
+        scores = {
+            str(k): T.accuracy(T.sense_centroid_predict(Xa[k], la, sa, Xb[k], lb, mfs), sb) for k in range(len(Xa))
+        }
         return {"wsd": scores, "wsd_mfs": T.accuracy([mfs.get(lemma) for lemma in lb], sb), "wsd_instances": len(sb)}
 
     def _upos(self, embedder) -> dict:
@@ -105,8 +117,10 @@ class QuickEval:
         X_dev, y_dev = arrays(self.pos_dev)
         index = T.LabelIndex(y_tr)
         y_tr, y_dev = index.encode(y_tr), index.encode(y_dev)
-        return {str(k): fit_probe(X_tr[k], y_tr, X_dev[k], y_dev, len(index), self.probe).dev_accuracy
-                for k in range(len(X_tr))}
+        return {
+            str(k): fit_probe(X_tr[k], y_tr, X_dev[k], y_dev, len(index), self.probe).dev_accuracy
+            for k in range(len(X_tr))
+        }
 
 
 def read_curves(path: str | Path) -> list[dict]:
@@ -130,8 +144,14 @@ def curves_table(runs: dict[str, list[dict]]) -> str:
             lines.append(
                 f"{name} | {r['step']} | {r['tokens_seen'] / 1e6:.2f}M | "
                 f"{held['perplexity_forward']:.1f} / {held['perplexity_backward']:.1f} | "
-                + (" / ".join(f"{wsd[k]:.3f}" for k in sorted(wsd)) + f" ({r.get('wsd_mfs', float('nan')):.3f})" if wsd else "-")
-                + " | " + (" / ".join(f"{upos[k]:.3f}" for k in sorted(upos)) if upos else "-"))
+                + (
+                    " / ".join(f"{wsd[k]:.3f}" for k in sorted(wsd)) + f" ({r.get('wsd_mfs', float('nan')):.3f})"
+                    if wsd
+                    else "-"
+                )
+                + " | "
+                + (" / ".join(f"{upos[k]:.3f}" for k in sorted(upos)) if upos else "-")
+            )
     return "\n".join(lines)
 
 
@@ -150,11 +170,20 @@ def save_curves_png(runs: dict[str, list[dict]], path: str | Path) -> None:
         axes[0].plot(x, [r["heldout"]["perplexity"] for r in records], style, marker="o", ms=3, label=name)
         for ax, metric in ((axes[1], "wsd"), (axes[2], "upos")):
             for layer in sorted({k for r in records for k in r.get(metric, {})}):
-                ax.plot(x, [r.get(metric, {}).get(layer, float("nan")) for r in records], style, marker="o", ms=3,
-                        color=colours.get(layer), label=f"{name} L{layer}")
+                ax.plot(
+                    x,
+                    [r.get(metric, {}).get(layer, float("nan")) for r in records],
+                    style,
+                    marker="o",
+                    ms=3,
+                    color=colours.get(layer),
+                    label=f"{name} L{layer}",
+                )
         mfs = [r["wsd_mfs"] for r in records if "wsd_mfs" in r]
         if mfs:
-            axes[1].axhline(mfs[0], color="black", lw=0.8, ls="-.", label="most frequent sense" if style == "-" else None)
+            axes[1].axhline(
+                mfs[0], color="black", lw=0.8, ls="-.", label="most frequent sense" if style == "-" else None
+            )
     axes[0].set_yscale("log")
     axes[0].set_title("heldout perplexity (mean of directions)", fontsize=9)
     axes[1].set_title("word sense: nearest centroid, CoarseWSD-20 train halves", fontsize=9)

@@ -31,7 +31,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -40,7 +40,17 @@ from . import tasks as T
 from .probes import ProbeConfig, fit_probe, online_codelength
 from .structural import fit_structural_probe
 
-TASKS = ("upos", "xpos", "deprel", "const_depth", "dep_arc", "structural_distance", "structural_depth", "wsd_centroid", "wsd_linear")
+TASKS = (
+    "upos",
+    "xpos",
+    "deprel",
+    "const_depth",
+    "dep_arc",
+    "structural_distance",
+    "structural_depth",
+    "wsd_centroid",
+    "wsd_linear",
+)
 LAYER_KEYS = ("0", "1", "2", "mix")
 
 
@@ -83,7 +93,7 @@ class Experiment:
             raise ExperimentError(f"{where}: unknown task {exp.task!r}; choose one of {list(TASKS)}")
         for layer in exp.layers:
             if str(layer) not in LAYER_KEYS:
-                raise ExperimentError(f"{where}: unknown layer {layer!r}; layers are 0, 1, 2 and \"mix\"")
+                raise ExperimentError(f'{where}: unknown layer {layer!r}; layers are 0, 1, 2 and "mix"')
         if exp.task != "dep_arc":
             exp.probe_config()  # validates
         return exp
@@ -100,7 +110,9 @@ class Experiment:
         return cls.from_dict(data, str(path))
 
     def probe_config(self, **override) -> ProbeConfig:
-        return ProbeConfig.from_dict({"seed": self.seed, **self.probe, **override}, f"{self.source or self.name} [probe]")
+        return ProbeConfig.from_dict(
+            {"seed": self.seed, **self.probe, **override}, f"{self.source or self.name} [probe]"
+        )
 
     @property
     def layer_keys(self) -> list[str]:
@@ -160,8 +172,12 @@ def _token_task(exp: Experiment, splits: dict[str, Split], with_controls: bool, 
         t0 = time.perf_counter()
         probe = fit_probe(X_tr, y["train"], X_dev, y["dev"], len(index), config)
         predicted = probe.predict(X_te)
-        entry = {"score": float((predicted == y["test"]).mean()), "dev_score": probe.dev_accuracy, "epochs": probe.epochs_run,
-                 "confusion": T.confusion_matrix(y["test"], predicted, len(index))}
+        entry = {
+            "score": float((predicted == y["test"]).mean()),
+            "dev_score": probe.dev_accuracy,
+            "epochs": probe.epochs_run,
+            "confusion": T.confusion_matrix(y["test"], predicted, len(index)),
+        }
         if probe.mix_weights() is not None:
             entry["mix_weights"] = probe.mix_weights()
         if control:
@@ -171,15 +187,23 @@ def _token_task(exp: Experiment, splits: dict[str, Split], with_controls: bool, 
         if with_controls and exp.mdl:
             entry.update(online_codelength(X_tr[order], y["train"][order], X_dev, y["dev"], len(index), config))
             if control:
-                entry["control_mdl_bits"] = online_codelength(X_tr[order], control["train"][order], X_dev, control["dev"],
-                                                              len(index), config)["mdl_bits"]
+                entry["control_mdl_bits"] = online_codelength(
+                    X_tr[order], control["train"][order], X_dev, control["dev"], len(index), config
+                )["mdl_bits"]
         entry["seconds"] = round(time.perf_counter() - t0, 2)
-        log(f"  layer {key}: score {entry['score']:.4f}" + (f", control {entry['control_score']:.4f}" if "control_score" in entry else ""))
+        log(
+            f"  layer {key}: score {entry['score']:.4f}"
+            + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
+        )
         results[key] = entry
         del X_tr
     majority = T.accuracy(T.majority_per_type(train.words, labels["train"], test.words), labels["test"])
-    extra = {"majority": majority, "n_labels": len(index), "labels": index.labels,
-             "tokens": {r: int(len(v)) for r, v in y.items()}}
+    extra = {
+        "majority": majority,
+        "n_labels": len(index),
+        "labels": index.labels,
+        "tokens": {r: int(len(v)) for r, v in y.items()},
+    }
     return results, extra
 
 
@@ -223,15 +247,19 @@ def _wsd_task(exp: Experiment, splits: dict[str, Split], log) -> tuple[dict, dic
         by_lemma[l][s] += 1
     single = sorted(l for l, c in by_lemma.items() if len(c) < 2)
     if single and len(single) == len(by_lemma):
-        raise ExperimentError(f"{exp.source}: every lemma in the training data has one sense ({single[:5]}); nothing to disambiguate")
+        raise ExperimentError(
+            f"{exp.source}: every lemma in the training data has one sense ({single[:5]}); nothing to disambiguate"
+        )
     mfs: dict = {}
     _wsd_arrays(splits["test"], "0", backoff=mfs)  # lemmas never seen in training: WordNet's first sense
     mfs.update({l: c.most_common(1)[0][0] for l, c in by_lemma.items()})
     for key in exp.layer_keys:
-        if key == "mix":  # the centroid method has no trained weights to mix: use the mean of the layers
-            get = lambda split: _wsd_arrays(split, "mix")[0].mean(1)
-        else:
-            get = lambda split: _wsd_arrays(split, key)[0]
+
+        def get(split, key=key):
+            if key == "mix":  # the centroid method has no trained weights to mix: use the mean of the layers
+                return _wsd_arrays(split, "mix")[0].mean(1)
+            return _wsd_arrays(split, key)[0]
+
         X_tr, X_te = get(splits["train"]), get(splits["test"])
         _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
         if exp.task == "wsd_centroid":
@@ -244,9 +272,13 @@ def _wsd_task(exp: Experiment, splits: dict[str, Split], log) -> tuple[dict, dic
     _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
     majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
     # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
-    return results, {"majority": majority, "lemmas": len(by_lemma), "single_sense_lemmas": len(single),
-                     "single_sense_examples": single[:20],
-                     "instances": {"train": len(tr_senses), "test": len(te_senses)}}
+    return results, {
+        "majority": majority,
+        "lemmas": len(by_lemma),
+        "single_sense_lemmas": len(single),
+        "single_sense_examples": single[:20],
+        "instances": {"train": len(tr_senses), "test": len(te_senses)},
+    }
 
 
 def _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, splits):
@@ -266,7 +298,9 @@ def _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, spl
         n_dev = max(1, len(order) // 10)
         dev, fit = tr_idx[order[:n_dev]], tr_idx[order[n_dev:]]
         y_dev, y_fit = y[order[:n_dev]], y[order[n_dev:]]
-        probe = fit_probe(X_tr[fit], y_fit, X_tr[dev], y_dev, len(senses), exp.probe_config(batch_size=64, epochs=50, patience=5))
+        probe = fit_probe(
+            X_tr[fit], y_fit, X_tr[dev], y_dev, len(senses), exp.probe_config(batch_size=64, epochs=50, patience=5)
+        )
         for i, p in zip(te_idx, probe.predict(X_te[te_idx])):
             pred[i] = senses[p]
     return pred
@@ -312,7 +346,9 @@ def _arc_task(exp: Experiment, splits: dict[str, Split], log) -> tuple[dict, dic
     """Dependency arc prediction: a binary linear probe on (dependent, candidate) pairs with
     sampled negatives; scored as head selection among each dependent's candidates."""
     if "mix" in exp.layer_keys:
-        raise ExperimentError(f"{exp.source}: dep_arc runs on single layers (pair features of a mix would not fit in memory)")
+        raise ExperimentError(
+            f"{exp.source}: dep_arc runs on single layers (pair features of a mix would not fit in memory)"
+        )
     n_negative = int(exp.probe.get("negatives", 3))
     options = {k: v for k, v in exp.probe.items() if k != "negatives"}
     config = ProbeConfig.from_dict({"seed": exp.seed, **options}, f"{exp.source} [probe]")
@@ -381,14 +417,25 @@ def run_experiment(
 
         random_model = ElmoBiLM(loaded.model.options)
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
-        random_layers, _ = _run_one(exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, log)
+        random_layers, _ = _run_one(
+            exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, log
+        )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     for entry in layers.values():
         for k in ("control_score", "selectivity", "mdl_bits"):
             entry.setdefault(k, None)
-    metrics = {"task": exp.task, "experiment": exp.name, "dataset": exp.dataset, "model": loaded.name,
-               "splits": {"train": exp.train, "dev": exp.dev, "test": exp.test}, "seed": exp.seed,
-               "layers": layers, "baselines": baselines, **extra, "seconds": round(time.perf_counter() - start, 1)}
+    metrics = {
+        "task": exp.task,
+        "experiment": exp.name,
+        "dataset": exp.dataset,
+        "model": loaded.name,
+        "splits": {"train": exp.train, "dev": exp.dev, "test": exp.test},
+        "seed": exp.seed,
+        "layers": layers,
+        "baselines": baselines,
+        **extra,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
     run_dir = Path(out) if out else Path("runs") / "probes" / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     write_run(run_dir, exp, metrics)
     log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")
@@ -402,10 +449,19 @@ def _fmt(v) -> str:
 def metrics_rows(metrics: dict) -> list[dict]:
     rows = []
     for key, entry in metrics["layers"].items():
-        rows.append({"model": metrics["model"], "task": metrics["task"], "layer": key, "score": entry["score"],
-                     "control_score": entry.get("control_score"), "selectivity": entry.get("selectivity"),
-                     "mdl_bits": entry.get("mdl_bits"), "random_init": (metrics["baselines"].get("random_init") or {}).get(key),
-                     "majority": metrics["baselines"].get("majority")})
+        rows.append(
+            {
+                "model": metrics["model"],
+                "task": metrics["task"],
+                "layer": key,
+                "score": entry["score"],
+                "control_score": entry.get("control_score"),
+                "selectivity": entry.get("selectivity"),
+                "mdl_bits": entry.get("mdl_bits"),
+                "random_init": (metrics["baselines"].get("random_init") or {}).get(key),
+                "majority": metrics["baselines"].get("majority"),
+            }
+        )
     return rows
 
 
@@ -422,10 +478,15 @@ def per_label_rows(metrics: dict, layer: str) -> list[dict]:
         support, predicted_as = int(C[i].sum()), int(C[:, i].sum())
         wrong = C[i].copy()
         wrong[i] = 0
-        rows.append({"label": label, "support": support,
-                     "accuracy": float(C[i, i] / support) if support else None,
-                     "precision": float(C[i, i] / predicted_as) if predicted_as else None,
-                     "most confused with": labels[int(wrong.argmax())] if wrong.any() else ""})
+        rows.append(
+            {
+                "label": label,
+                "support": support,
+                "accuracy": float(C[i, i] / support) if support else None,
+                "precision": float(C[i, i] / predicted_as) if predicted_as else None,
+                "most confused with": labels[int(wrong.argmax())] if wrong.any() else "",
+            }
+        )
     return sorted(rows, key=lambda r: -r["support"])
 
 
@@ -434,7 +495,9 @@ def write_run(run_dir: Path, exp: Experiment, metrics: dict) -> None:
     if exp.source and Path(exp.source).is_file():
         (run_dir / "experiment.toml").write_text(Path(exp.source).read_text(encoding="utf-8"), encoding="utf-8")
     else:
-        (run_dir / "experiment.json").write_text(json.dumps({k: v for k, v in exp.__dict__.items() if k != "source"}, indent=2))
+        (run_dir / "experiment.json").write_text(
+            json.dumps({k: v for k, v in exp.__dict__.items() if k != "source"}, indent=2)
+        )
     (run_dir / "seed.txt").write_text(f"{exp.seed}\n")
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     rows = metrics_rows(metrics)
@@ -464,12 +527,20 @@ def report(run_dirs: list[str | Path]) -> str:
     """Several runs -> one markdown table: rows task x model, columns the layers."""
     all_metrics = [load_metrics(d) for d in run_dirs]
     keys = [k for k in LAYER_KEYS if any(k in m["layers"] for m in all_metrics)]
-    header = "| task | model | " + " | ".join(f"L{k}" if k != "mix" else "mix" for k in keys) + " | majority | control (best layer) |"
+    header = (
+        "| task | model | "
+        + " | ".join(f"L{k}" if k != "mix" else "mix" for k in keys)
+        + " | majority | control (best layer) |"
+    )
     lines = [header, "|" + "---|" * (len(keys) + 4)]
     for m in all_metrics:
         cells = [_fmt(m["layers"].get(k, {}).get("score")) for k in keys]
         best = max(m["layers"], key=lambda k: m["layers"][k]["score"])
-        lines.append(f"| {m['task']} | {m['model']} | " + " | ".join(cells) + f" | {_fmt(m['baselines'].get('majority'))} | {_fmt(m['layers'][best].get('control_score'))} |")
+        lines.append(
+            f"| {m['task']} | {m['model']} | "
+            + " | ".join(cells)
+            + f" | {_fmt(m['baselines'].get('majority'))} | {_fmt(m['layers'][best].get('control_score'))} |"
+        )
         if m["baselines"].get("random_init"):
             ri = m["baselines"]["random_init"]
             lines.append(f"| {m['task']} | random init | " + " | ".join(_fmt(ri.get(k)) for k in keys) + " | | |")

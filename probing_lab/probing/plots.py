@@ -26,13 +26,25 @@ def layer_curve_figure(all_metrics: list[dict]):
         name = m["model"]
         fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {m['task']}"))
         if any(c is not None for c in control):
-            fig.add_trace(go.Scatter(x=labels, y=control, mode="lines+markers", name=f"{name}: control task", line={"dash": "dot"}))
+            fig.add_trace(
+                go.Scatter(
+                    x=labels, y=control, mode="lines+markers", name=f"{name}: control task", line={"dash": "dot"}
+                )
+            )
         if any(r is not None for r in random):
-            fig.add_trace(go.Scatter(x=labels, y=random, mode="lines+markers", name="random-init model", line={"dash": "dash"}))
+            fig.add_trace(
+                go.Scatter(x=labels, y=random, mode="lines+markers", name="random-init model", line={"dash": "dash"})
+            )
         if m["baselines"].get("majority") is not None:
             fig.add_hline(y=m["baselines"]["majority"], line_dash="dashdot", annotation_text="majority per type")
-    fig.update_layout(title=f"{all_metrics[0]['experiment']}: score per layer", xaxis_title="layer", yaxis_title="score",
-                      yaxis_range=[0, 1.02], template="plotly_white", height=420)
+    fig.update_layout(
+        title=f"{all_metrics[0]['experiment']}: score per layer",
+        xaxis_title="layer",
+        yaxis_title="score",
+        yaxis_range=[0, 1.02],
+        template="plotly_white",
+        height=420,
+    )
     return fig
 
 
@@ -73,9 +85,24 @@ def confusion_figure(metrics: dict, layer: str, max_labels: int = 25):
     C = C[np.ix_(keep, keep)]
     share = C / np.maximum(C.sum(1, keepdims=True), 1)
     name = f"L{layer}" if layer != "mix" else "mix"
-    fig = go.Figure(go.Heatmap(z=share, x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
-                               customdata=C, hovertemplate="gold %{y}, predicted %{x}: %{customdata:.0f} tokens (%{z:.1%})<extra></extra>"))
-    fig.update_layout(title=f"{metrics['experiment']} ({metrics['model']}), {name}: share of each gold label predicted as …",
-                      xaxis_title="predicted", yaxis_title="gold", yaxis_autorange="reversed", template="plotly_white",
-                      height=max(380, 22 * len(labels) + 140))
+    fig = go.Figure(
+        go.Heatmap(
+            z=share,
+            x=labels,
+            y=labels,
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            customdata=C,
+            hovertemplate="gold %{y}, predicted %{x}: %{customdata:.0f} tokens (%{z:.1%})<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"{metrics['experiment']} ({metrics['model']}), {name}: share of each gold label predicted as …",
+        xaxis_title="predicted",
+        yaxis_title="gold",
+        yaxis_autorange="reversed",
+        template="plotly_white",
+        height=max(380, 22 * len(labels) + 140),
+    )
     return fig

@@ -2,11 +2,12 @@
 
 ``fit_probe(X, y, X_dev, y_dev, n_classes, ProbeConfig(...))`` trains a softmax probe in torch
 (``kind``: ``linear``, ``mlp`` with one hidden layer, or ``rank``: a linear map through a
-``rank``-dimensional bottleneck), with weight decay, a seed, and early stopping on dev
-accuracy (the learning rate decays on a plateau). ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with ``mix=True``: a scalar mix
-(``gamma * softmax(w)``) learned with the probe. Features are standardised with the training
-mean and deviation. :class:`TorchLinearClassifier` is the same probe behind scikit-learn's
-estimator API. :func:`online_codelength` is Voita & Titov's online-code MDL.
+``rank``-dimensional bottleneck), with weight decay, a seed, and early stopping on dev accuracy
+(the learning rate decays on a plateau). ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with
+``mix=True``: a scalar mix (``gamma * softmax(w)``) learned with the probe. Features are
+standardised with the training mean and deviation. :class:`TorchLinearClassifier` is the same
+probe behind scikit-learn's estimator API. :func:`online_codelength` is Voita & Titov's
+online-code MDL.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class _Probe(nn.Module):
         if config.kind == "linear":
             self.net = nn.Linear(dim, n_classes)
         elif config.kind == "mlp":
-            self.net = nn.Sequential(nn.Linear(dim, config.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(config.hidden, n_classes))
+            self.net = nn.Sequential(
+                nn.Linear(dim, config.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(config.hidden, n_classes)
+            )
         else:
             self.net = nn.Sequential(nn.Linear(dim, config.rank, bias=False), nn.Linear(config.rank, n_classes))
 
@@ -125,8 +128,9 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
     torch.manual_seed(config.seed)
     module = _Probe(X_t.shape[-1], n_classes, config, X_t.shape[1] if config.mix else 1)
     if config.optimizer == "lbfgs":
-        optimizer = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=config.lbfgs_steps, history_size=20,
-                                      line_search_fn="strong_wolfe")
+        optimizer = torch.optim.LBFGS(
+            module.parameters(), lr=1.0, max_iter=config.lbfgs_steps, history_size=20, line_search_fn="strong_wolfe"
+        )
     else:
         optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     weights = [p for name, p in module.named_parameters() if name.endswith("weight")]
@@ -139,9 +143,10 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
         return loss
 
     best, best_state, bad, history = -1.0, None, 0, []
-    epoch = 0
+    epochs_run = 0
     batch_size = min(config.batch_size, max(32, len(X_t) // 16))  # small sets still get enough updates
     for epoch in range(1, config.epochs + 1):
+        epochs_run = epoch  # the epoch that stopped it, or the last one
         module.train()
         if config.optimizer == "lbfgs":
             optimizer.step(full_batch_loss)
@@ -167,11 +172,18 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
                 for group in optimizer.param_groups:  # a plateau: smaller steps settle into the optimum
                     group["lr"] *= config.lr_decay
     module.load_state_dict(best_state)
-    return TrainedProbe(module, mean, std, n_classes, epoch, best, history)
+    return TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)
 
 
-def online_codelength(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig(),
-                      fractions: tuple = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)) -> dict:
+def online_codelength(
+    X,
+    y,
+    X_dev,
+    y_dev,
+    n_classes: int,
+    config: ProbeConfig = ProbeConfig(),
+    fractions: tuple = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0),
+) -> dict:
     """Online code (Voita & Titov 2020): the first block is sent with a uniform code, every next
     block with a probe trained on all blocks before it. Returns bits and the compression
     against the uniform code. ``X, y`` should be in a random order."""
@@ -191,11 +203,25 @@ class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
     """The torch probe with scikit-learn's estimator API (``fit``/``predict``/``predict_proba``/
     ``score``, usable in pipelines and cross-validation); early stopping on a held-out tenth."""
 
-    def __init__(self, kind: str = "linear", lr: float = 1e-2, weight_decay: float = 1e-5, epochs: int = 40,
-                 batch_size: int = 1024, patience: int = 4, seed: int = 0, validation_fraction: float = 0.1,
-                 optimizer: str = "adam"):
+    def __init__(
+        self,
+        kind: str = "linear",
+        lr: float = 1e-2,
+        weight_decay: float = 1e-5,
+        epochs: int = 40,
+        batch_size: int = 1024,
+        patience: int = 4,
+        seed: int = 0,
+        validation_fraction: float = 0.1,
+        optimizer: str = "adam",
+    ):
         self.kind, self.lr, self.weight_decay, self.epochs, self.optimizer = kind, lr, weight_decay, epochs, optimizer
-        self.batch_size, self.patience, self.seed, self.validation_fraction = batch_size, patience, seed, validation_fraction
+        self.batch_size, self.patience, self.seed, self.validation_fraction = (
+            batch_size,
+            patience,
+            seed,
+            validation_fraction,
+        )
 
     def fit(self, X, y) -> "TorchLinearClassifier":
         X = np.asarray(X, dtype=np.float32)
@@ -203,8 +229,16 @@ class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
         order = np.random.default_rng(self.seed).permutation(len(X))
         n_val = max(1, int(len(X) * self.validation_fraction))
         val, tr = order[:n_val], order[n_val:]
-        config = ProbeConfig(kind=self.kind, lr=self.lr, weight_decay=self.weight_decay, epochs=self.epochs,
-                             batch_size=self.batch_size, patience=self.patience, seed=self.seed, optimizer=self.optimizer)
+        config = ProbeConfig(
+            kind=self.kind,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            patience=self.patience,
+            seed=self.seed,
+            optimizer=self.optimizer,
+        )
         self.probe_ = fit_probe(X[tr], codes[tr], X[val], codes[val], len(self.classes_), config)
         return self
 
@@ -213,4 +247,3 @@ class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(-1)]
-

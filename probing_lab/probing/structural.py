@@ -28,7 +28,10 @@ def _keep_mask(sentence) -> np.ndarray:
 def _targets(kind: str, sentence) -> np.ndarray:
     heads = [t.head for t in sentence.tokens]
     if any(h is None for h in heads):
-        raise ValueError(f"{sentence.source} sentence {sentence.id}: tokens without heads; the structural probe needs a dependency tree")
+        raise ValueError(
+            f"{sentence.source} sentence {sentence.id}: tokens without heads; "
+            "the structural probe needs a dependency tree"
+        )
     return T.tree_distances(heads) if kind == "distance" else T.tree_depths(heads)
 
 
@@ -93,7 +96,9 @@ def fit_structural_probe(kind: str, splits: dict, key: str, options: Optional[di
     patience = int(options.pop("patience", 2))
     options.pop("seed", None)
     if options:
-        raise ValueError(f"unknown structural probe option(s) {sorted(options)}; known: rank, lr, epochs, batch_size, patience")
+        raise ValueError(
+            f"unknown structural probe option(s) {sorted(options)}; known: rank, lr, epochs, batch_size, patience"
+        )
 
     def arrays(split):
         feats, targets = [], []

@@ -211,7 +211,9 @@ def spearman_by_length(predicted: Sequence[np.ndarray], gold: Sequence[np.ndarra
     return float(np.mean(means)) if means else float("nan")
 
 
-def root_accuracy(predicted_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]) -> float:
+def root_accuracy(
+    predicted_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]
+) -> float:
     """How often the shallowest predicted non-punctuation token is the gold root."""
     hits = total = 0
     for d, h, k in zip(predicted_depths, heads, keep):
@@ -227,12 +229,19 @@ def root_accuracy(predicted_depths: Sequence[np.ndarray], heads: Sequence[Sequen
 # --- word sense ------------------------------------------------------------------------------
 
 
-def sense_centroid_predict(train_vectors: np.ndarray, train_lemmas: Sequence[str], train_senses: Sequence[str],
-                           vectors: np.ndarray, lemmas: Sequence[str], mfs: Optional[dict] = None) -> list[str]:
+def sense_centroid_predict(
+    train_vectors: np.ndarray,
+    train_lemmas: Sequence[str],
+    train_senses: Sequence[str],
+    vectors: np.ndarray,
+    lemmas: Sequence[str],
+    mfs: Optional[dict] = None,
+) -> list[str]:
     """Peters et al.'s nearest-sense-centroid WSD: per (lemma, sense) the mean training vector;
     a test occurrence takes the sense whose centroid is closest in cosine among its lemma's
     senses; a lemma never seen in training backs off to ``mfs[lemma]`` (most frequent sense)
     or None."""
+
     def unit(x):
         return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 

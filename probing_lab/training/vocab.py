@@ -29,7 +29,9 @@ class Vocabulary:
 
     @classmethod
     def from_counts(cls, counts: Counter, min_count: int = 1, max_size: Optional[int] = None) -> "Vocabulary":
-        ranked = sorted((w for w, n in counts.items() if n >= min_count and w not in SPECIALS), key=lambda w: (-counts[w], w))
+        ranked = sorted(
+            (w for w, n in counts.items() if n >= min_count and w not in SPECIALS), key=lambda w: (-counts[w], w)
+        )
         if max_size is not None:
             ranked = ranked[: max(0, max_size - len(SPECIALS))]
         return cls([*SPECIALS, *ranked])

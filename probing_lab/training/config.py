@@ -1,0 +1,125 @@
+"""A training run's settings: one frozen dataclass, read from and written to JSON, checked on load."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..elmo import ElmoOptions, get_preset
+
+
+class TrainingError(ValueError):
+    """A config, corpus or run directory the trainer cannot use."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of a run (JSON). ``model`` is a preset name or an options.json dict."""
+
+    model: Any = "cpu-base"
+    vocab_size: Optional[int] = None  # first N lines of the corpus vocab.txt; None = all
+    batch_size: int = 128  # rows per process
+    unroll_steps: int = 20
+    n_negative_samples: int = 8192  # 0 = full softmax
+    optimizer: str = "adagrad"  # or "adam"
+    lr: float = 0.2
+    adagrad_initial_accumulator: float = 1.0
+    dropout: float = 0.1
+    clip_norm: float = 10.0
+    epochs: float = 1.0
+    max_steps: Optional[int] = None
+    seed: int = 0
+    threads: Optional[int] = None
+    log_every: int = 20
+    checkpoint_every_steps: int = 500
+    checkpoint_every_minutes: float = 10.0
+    keep_checkpoints: int = 2
+    snapshot_fractions: tuple = (0.05,)
+    # Learning curves: every this many steps (and at step 0) the run's ``evaluate`` callback (the
+    # CLI passes the quick sense and POS probes of probing_lab.probing.curves) and a heldout
+    # perplexity on ``eval_heldout_tokens`` tokens are written to curves.jsonl. 0 = never.
+    eval_every_steps: int = 0
+    eval_heldout_tokens: int = 20480
+    # Warm start: encoder weights from a checkpoint directory (e.g. data/models/elmo-lab); the
+    # softmax starts fresh and, for the first ``freeze_encoder_steps`` steps, learns alone so that
+    # its random gradients do not disturb the trained encoder.
+    init_from: Optional[str] = None
+    freeze_encoder_steps: int = 0
+
+    # Settings that change neither the weights nor the data order: a resumed run may differ in these
+    # (the length of the run too: no schedule depends on it, so a run can be extended).
+    BOOKKEEPING = (
+        "epochs",
+        "max_steps",
+        "snapshot_fractions",
+        "threads",
+        "log_every",
+        "checkpoint_every_steps",
+        "checkpoint_every_minutes",
+        "keep_checkpoints",
+        "eval_every_steps",
+        "eval_heldout_tokens",
+    )
+
+    def same_math(self, other: "TrainConfig") -> bool:
+        return dataclasses.replace(self, **{k: getattr(other, k) for k in self.BOOKKEEPING}) == other
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise TrainingError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(names)}")
+        data = dict(data)
+        if "snapshot_fractions" in data:
+            data["snapshot_fractions"] = tuple(data["snapshot_fractions"])
+        config = cls(**data)
+        config.check(where)
+        return config
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrainConfig":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise TrainingError(f"{path}: no such config file") from None
+        except json.JSONDecodeError as e:
+            raise TrainingError(f"{path}: not valid JSON ({e})") from None
+        return cls.from_dict(data, str(path))
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["snapshot_fractions"] = list(self.snapshot_fractions)
+        return d
+
+    def check(self, where: str) -> None:
+        problems = []
+        for name in ("batch_size", "unroll_steps", "log_every", "checkpoint_every_steps", "keep_checkpoints"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                problems.append(f"{name} must be a positive integer")
+        for name in ("eval_every_steps", "eval_heldout_tokens"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                problems.append(f"{name} must be an integer >= 0")
+        if self.optimizer not in ("adagrad", "adam"):
+            problems.append(f"optimizer must be 'adagrad' or 'adam', got {self.optimizer!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append("dropout must be in [0, 1)")
+        if self.n_negative_samples < 0:
+            problems.append("n_negative_samples must be >= 0 (0 = full softmax)")
+        if not isinstance(self.freeze_encoder_steps, int) or self.freeze_encoder_steps < 0:
+            problems.append("freeze_encoder_steps must be an integer >= 0")
+        if self.freeze_encoder_steps and not self.init_from:
+            problems.append("freeze_encoder_steps needs init_from (a trained encoder to keep)")
+        if self.epochs <= 0 and not self.max_steps:
+            problems.append("epochs must be > 0 (or give max_steps)")
+        if problems:
+            raise TrainingError(f"{where}: " + "; ".join(problems))
+
+    def options(self) -> ElmoOptions:
+        if isinstance(self.model, str):
+            return get_preset(self.model)
+        return ElmoOptions.from_dict(self.model)
