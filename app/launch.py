@@ -1,6 +1,6 @@
 """Start the Streamlit app: the function behind ``probing-lab app``.
 
-Streamlit is started as a child process (``python -m streamlit run app/Home.py``), headless, on
+Streamlit is started as a child process (``python -m streamlit run app/Tour.py``), headless, on
 127.0.0.1, with the file watcher off (it floods on a large checkout). The model choice travels in
 ``$PROBING_LAB_MODEL``, which the app reads as its default model. Importing this module needs no
 Streamlit, so the CLI stays fast.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 APP_DIR = Path(__file__).resolve().parent
-HOME = APP_DIR / "Home.py"
+HOME = APP_DIR / "Tour.py"  # the first page: its file name is its name in the navigation
 MODEL_ENV = "PROBING_LAB_MODEL"
 
 
@@ -81,6 +81,8 @@ def streamlit_command(port: int) -> list[str]:
         "none",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",  # no "Deploy" button or developer menu: this is a lab, not a dev server
+        "minimal",
     ]
 
 

@@ -1,4 +1,5 @@
-"""``probing-lab`` command line: ``embed``, ``demo``, ``info``, ``corpus``, ``train``, ``eval-lm``, ``export``."""
+"""``probing-lab`` command line: ``app``, ``embed``, ``demo``, ``info``, ``corpus build|fetch-help``, ``train``,
+``curves``, ``eval-lm``, ``export``, ``probe``, ``report``; ``probing-lab COMMAND --help`` for each."""
 
 from __future__ import annotations
 
@@ -262,7 +263,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .probing.experiment import report
+    from .probing.runs import report
 
     print(report(args.runs), end="")
     return 0

@@ -5,6 +5,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A biLM small enough to train in a test (options.json form)
+TINY_MODEL = {
+    "lstm": {
+        "dim": 16,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "char_cnn": {
+        "embedding": {"dim": 4},
+        "filters": [[1, 4], [2, 4]],
+        "n_highway": 1,
+        "n_characters": 262,
+        "max_characters_per_token": 50,
+        "activation": "relu",
+    },
+}
+
 
 def shared_dir() -> Path | None:
     for candidate in (os.environ.get("PROBING_LAB_SHARED"), ROOT.parent / "shared", "/work/shared"):

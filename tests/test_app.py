@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app"
 PAGES = {
-    "home": APP / "Home.py",
+    "home": APP / "Tour.py",
     "polysemy": APP / "pages" / "1_Polysemy.py",
     "clustering": APP / "pages" / "2_Layer_clustering.py",
     "probes": APP / "pages" / "3_Probes.py",
@@ -315,8 +315,8 @@ def test_probes_shipped_results_are_shown():
     assert at.radio(key="results_source").value == "Results shipped with the lab"
     experiments = at.selectbox(key="experiment").options
     assert any(e.startswith("pos_ewt") for e in experiments), experiments
+    assert at.selectbox(key="experiment").value == "pos_ewt"  # opens on the clearest result
     assert len(charts(at)) >= 1 and "shipped" in " ".join(frame(at)["model"])
-    at.selectbox(key="experiment").set_value("pos_ewt").run()
     models = set(frame(ok(at))["model"])  # the shipped model and its early snapshot, side by side
     assert {"shipped:elmo-lab", "checkpoint:data/models/elmo-lab-early"} <= models, models
 
@@ -431,12 +431,13 @@ def test_launch_checks_and_command(tmp_path):
     assert "no model.safetensors" in launch.check_model(str(tmp_path))
     assert launch.run_app(0, "random:nope") == 2
     cmd = launch.streamlit_command(8599)
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("Home.py")
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("Tour.py")
     for flag, value in (
         ("--server.headless", "true"),
         ("--server.fileWatcherType", "none"),
         ("--server.port", "8599"),
         ("--server.address", "127.0.0.1"),
+        ("--client.toolbarMode", "minimal"),  # no "Deploy" button
     ):
         assert cmd[cmd.index(flag) + 1] == value
     assert 1024 < launch.free_port() < 65536

@@ -9,14 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_MODEL
 
 from probing_lab.elmo import ElmoBiLM, save_checkpoint
 from probing_lab.elmo.weights import load_checkpoint
 from probing_lab.features.cache import ElmoEncoder, extract_features
 from probing_lab.probing import tasks as T
-from probing_lab.probing.experiment import Experiment, ExperimentError, load_metrics, report, run_experiment
+from probing_lab.probing.experiment import Experiment, ExperimentError, run_experiment
 from probing_lab.probing.probes import ProbeConfig, TorchLinearClassifier, fit_probe, online_codelength
-from tests.test_training import TINY_MODEL
+from probing_lab.probing.runs import load_metrics, report
+from probing_lab.probing.structural import StructuralProbeConfig
 
 # "The cat sat on the mat ." with UD heads: The->cat, cat->sat, sat=root, on->mat, the->mat, mat->sat, .->sat
 HEADS = [2, 3, 0, 6, 6, 3, 3]
@@ -104,7 +106,7 @@ def test_lbfgs_probe_reaches_the_logistic_regression_optimum():
     p_torch = probe.predict_proba(X[:1500])[np.arange(1500), y[:1500]]
     p_sk = sk.predict_proba(X[:1500])[np.arange(1500), y[:1500]]
     assert abs(np.log(p_torch).mean() - np.log(p_sk).mean()) < 1e-3
-    with pytest.raises(ValueError, match="adam or lbfgs"):
+    with pytest.raises(ValueError, match="adamw or lbfgs"):
         ProbeConfig.from_dict({"optimizer": "sgd"})
 
 
@@ -209,6 +211,19 @@ def test_interrupted_extraction_resumes_to_the_same_result(tmp_path):
 # --- experiments --------------------------------------------------------------------------------
 
 
+def test_probe_settings_are_typed_per_family_and_old_names_still_work():
+    base = {"name": "x", "task": "upos", "dataset": "ewt"}
+    with pytest.warns(UserWarning, match='"adam" is now called "adamw"'):
+        config = Experiment.from_dict({**base, "probe": {"optimizer": "adam"}}).probe_config()
+    assert config.optimizer == "adamw" and ProbeConfig().optimizer == "adamw"
+    structural = Experiment.from_dict({**base, "task": "structural_depth", "probe": {"rank": 16}}).probe_config()
+    assert isinstance(structural, StructuralProbeConfig) and structural.rank == 16 and structural.lr == 1e-3
+    with pytest.warns(UserWarning, match="negatives is now a top-level key"):
+        arc = Experiment.from_dict({**base, "task": "dep_arc", "layers": [1], "probe": {"negatives": 5, "epochs": 2}})
+    assert arc.negatives == 5 and arc.probe_config().epochs == 2
+    assert Experiment.from_dict({**base, "task": "wsd_centroid"}).probe_config() is None
+
+
 def test_experiment_file_errors_name_the_problem(tmp_path):
     base = {"name": "x", "task": "upos", "dataset": "ewt"}
     with pytest.raises(ExperimentError, match="unknown key"):
@@ -216,9 +231,21 @@ def test_experiment_file_errors_name_the_problem(tmp_path):
     with pytest.raises(ExperimentError, match="unknown task"):
         Experiment.from_dict({**base, "task": "sentiment"})
     with pytest.raises(ExperimentError, match="unknown layer"):
-        Experiment.from_dict({**base, "layers": [0, 3]})
-    with pytest.raises(ValueError, match="unknown probe option"):
+        Experiment.from_dict({**base, "layers": [0, "top"]})
+    with pytest.raises(ExperimentError, match=r"layer\(s\) \[3\] do not exist; the model has layers 0-2"):
+        run_experiment({**base, "layers": [0, 3]}, model="random:cpu-tiny")  # layers come from the model
+    with pytest.raises(ExperimentError, match="unknown probe option"):
         Experiment.from_dict({**base, "probe": {"learning_rate": 1}})
+    with pytest.raises(ExperimentError, match="epochs must be int, got 'ten'"):
+        Experiment.from_dict({**base, "probe": {"epochs": "ten"}})
+    with pytest.raises(ExperimentError, match="known: .*'patience', 'rank'"):  # the structural family's own options
+        Experiment.from_dict({**base, "task": "structural_distance", "probe": {"hidden": 3}})
+    with pytest.raises(ExperimentError, match="wsd_centroid trains no probe"):
+        Experiment.from_dict({**base, "task": "wsd_centroid", "probe": {"epochs": 3}})
+    with pytest.raises(ExperimentError, match="dep_arc runs on single layers"):
+        Experiment.from_dict({**base, "task": "dep_arc", "layers": [1, "mix"]})
+    with pytest.raises(ExperimentError, match="negatives must be an integer >= 1"):
+        Experiment.from_dict({**base, "task": "dep_arc", "layers": [1], "negatives": 0})
     with pytest.raises(ExperimentError, match="model"):
         run_experiment(base, model=str(tmp_path / "no-such-model"))
     bad = tmp_path / "bad.toml"
@@ -378,7 +405,7 @@ def test_sense_centroids_by_hand():
 
 
 def test_head_selection_accuracy_by_hand():
-    from probing_lab.probing.experiment import _group_accuracy
+    from probing_lab.probing.runners.arc import _group_accuracy
 
     scores = np.array([0.9, 0.1, 0.2, 0.3, 0.8, 0.1])  # two dependents, three candidates each
     labels = np.array([1, 0, 0, 1, 0, 0])  # the gold head comes first in each group
@@ -387,7 +414,7 @@ def test_head_selection_accuracy_by_hand():
 
 
 def test_confusion_matrix_and_per_label_rows_by_hand():
-    from probing_lab.probing.experiment import per_label_rows
+    from probing_lab.probing.runs import per_label_rows
 
     gold = np.array([0, 0, 0, 1, 1, 2, 3])  # 3 = a test label unseen in training (index n): left out
     pred = np.array([0, 1, 0, 1, 1, 1, 0])

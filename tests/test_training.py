@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_MODEL
 
 from probing_lab.cli import main
 from probing_lab.elmo import ElmoOptions, Embedder, load_checkpoint
@@ -33,25 +34,6 @@ from probing_lab.training.lm import BiLanguageModel, evaluate_lm
 from probing_lab.training.softmax import LogUniformSampler, SoftmaxHead, log_uniform_table
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
-
-TINY_MODEL = {
-    "lstm": {
-        "dim": 16,
-        "projection_dim": 8,
-        "n_layers": 2,
-        "cell_clip": 3,
-        "proj_clip": 3,
-        "use_skip_connections": True,
-    },
-    "char_cnn": {
-        "embedding": {"dim": 4},
-        "filters": [[1, 4], [2, 4]],
-        "n_highway": 1,
-        "n_characters": 262,
-        "max_characters_per_token": 50,
-        "activation": "relu",
-    },
-}
 
 SENTENCES = [
     "The cat sat on the mat.",

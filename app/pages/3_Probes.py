@@ -14,8 +14,9 @@ import time
 import lab_ui
 import streamlit as st
 
-from probing_lab.probing.experiment import Experiment, load_metrics, metrics_rows, per_label_rows, run_experiment
+from probing_lab.probing.experiment import Experiment, run_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
+from probing_lab.probing.runs import load_metrics, metrics_rows, per_label_rows
 
 SHIPPED_RESULTS = lab_ui.ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
 # where `probing-lab probe` writes by default (run from the checkout); $PROBING_LAB_RUNS moves it
@@ -133,8 +134,13 @@ by_experiment = {}
 for name, m in runs.items():
     by_experiment.setdefault(m.get("experiment", "?"), []).append(name)
 
+experiments = sorted(by_experiment)
 experiment = st.selectbox(
-    "Experiment", sorted(by_experiment), key="experiment", format_func=lambda e: f"{e} ({len(by_experiment[e])} run(s))"
+    "Experiment",
+    experiments,
+    index=experiments.index("pos_ewt") if "pos_ewt" in experiments else 0,  # the clearest result first
+    key="experiment",
+    format_func=lambda e: f"{e} ({len(by_experiment[e])} run(s))",
 )
 names = by_experiment[experiment]
 if st.session_state.get("runs_of") != (str(root), experiment):  # another folder or experiment: its own runs
@@ -183,7 +189,8 @@ with lab_ui.friendly_errors("The probe view"):
             "of the tokens predicted as the label that have it."
         )
     st.markdown(
-        "**What to expect** (DESIGN §4): POS and syntax peak in L1 (Peters et al.: POS 97.3 with L1, 96.8 with L2; "
+        "**What to expect** (docs/published-results.md): POS and syntax peak in L1 "
+        "(Peters et al.: POS 97.3 with L1, 96.8 with L2; "
         "Liu et al.: EWT POS 95.6 at the best layer); word sense peaks in L2 (WSD F1 69.0 vs 67.4); L0 and the "
         "random-init model are the floor a trained layer must clear, and L2 is usually the more selective layer."
     )

@@ -109,12 +109,15 @@ class Embedder:
     def clear_vocabulary(self) -> None:
         self._type_index, self._type_vectors = {}, None
 
+    CNN_CHUNK = 512  # words per char-CNN call: bounds its (words, positions, filters) intermediate
+
     def _encode(self, char_rows: list[list[int]]) -> torch.Tensor:
         """Char-id rows (unshifted) -> type vectors ``(n, proj)``."""
         if not char_rows:
             return torch.zeros(0, self.model.options.projection_dim, device=self.device)
-        ids = torch.tensor(char_rows, dtype=torch.long) + 1
-        return self.model.token_encoder(ids.unsqueeze(0).to(self.device))[0]
+        ids = (torch.tensor(char_rows, dtype=torch.long) + 1).to(self.device)
+        encode = self.model.token_encoder
+        return torch.cat([encode(chunk.unsqueeze(0))[0] for chunk in ids.split(self.CNN_CHUNK)])
 
     def _token_vectors(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Type vectors ``(batch, T, proj)`` with the boundaries (zero at padding) and the mask.

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-LAYER_ORDER = ("0", "1", "2", "mix")
+from .runs import layer_order
 
 
 def _series(metrics: dict):
-    keys = [k for k in LAYER_ORDER if k in metrics["layers"]]
+    keys = layer_order(metrics["layers"])
     labels = [f"L{k}" if k != "mix" else "mix" for k in keys]
     score = [metrics["layers"][k]["score"] for k in keys]
     control = [metrics["layers"][k].get("control_score") for k in keys]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -26,32 +27,51 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    kind: str = "linear"  # linear | mlp | rank
-    optimizer: str = "adam"  # adam (minibatches) | lbfgs (full batch; an "epoch" is ``lbfgs_steps`` iterations)
-    lbfgs_steps: int = 25
-    hidden: int = 256  # mlp
-    rank: int = 32  # rank
-    lr: float = 1e-2
-    weight_decay: float = 1e-5
-    epochs: int = 40
-    batch_size: int = 1024
+    """The ``[probe]`` table of a token-level experiment (upos, deprel, dep_arc, wsd_linear, ...)."""
+
+    kind: str = "linear"  # linear | mlp (one hidden layer) | rank (a linear map through a bottleneck)
+    optimizer: str = "adamw"  # adamw (minibatches) | lbfgs (full batch; an "epoch" is ``lbfgs_steps`` iterations)
+    lbfgs_steps: int = 25  # L-BFGS iterations per epoch
+    hidden: int = 256  # mlp: hidden units
+    rank: int = 32  # rank: bottleneck width
+    lr: float = 1e-2  # AdamW's learning rate
+    weight_decay: float = 1e-5  # AdamW's decoupled decay; for lbfgs the L2 weight (C = 1 / (weight_decay * N))
+    epochs: int = 40  # at most
+    batch_size: int = 1024  # AdamW minibatch (small training sets use smaller ones, see fit_probe)
     patience: int = 4  # epochs without a better dev score before stopping
     lr_decay: float = 0.7  # the learning rate is multiplied by this after each epoch without a better dev score
-    seed: int = 0
-    mix: bool = False
+    seed: int = 0  # initialisation and minibatch order
+    mix: bool = False  # learn a scalar mix of all layers with the probe (X is (N, n_layers, dim))
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "probe") -> "ProbeConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"{where}: unknown probe option(s) {unknown}; known: {sorted(names)}")
-        config = cls(**data)
+        data = dict(data)
+        if data.get("optimizer") == "adam":  # the old name of the same optimizer (it always was AdamW)
+            warnings.warn(f'{where}: optimizer "adam" is now called "adamw" (the same optimizer)', stacklevel=2)
+            data["optimizer"] = "adamw"
+        config = config_from_dict(cls, data, where)
         if config.kind not in ("linear", "mlp", "rank"):
             raise ValueError(f"{where}: probe kind must be linear, mlp or rank, got {config.kind!r}")
-        if config.optimizer not in ("adam", "lbfgs"):
-            raise ValueError(f"{where}: probe optimizer must be adam or lbfgs, got {config.optimizer!r}")
+        if config.optimizer not in ("adamw", "lbfgs"):
+            raise ValueError(f"{where}: probe optimizer must be adamw or lbfgs, got {config.optimizer!r}")
         return config
+
+
+def config_from_dict(cls, data: dict, where: str):
+    """A config dataclass from a dict: unknown keys and values of the wrong type are named."""
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown probe option(s) {unknown}; known: {sorted(known)}")
+    defaults = cls()
+    for name, value in data.items():
+        expected = type(getattr(defaults, name))
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ValueError(f"{where}: {name} must be {expected.__name__}, got {value!r}")
+    return cls(**data)
 
 
 class _Probe(nn.Module):
@@ -168,7 +188,7 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
             bad += 1
             if bad >= config.patience:
                 break
-            if config.optimizer == "adam":
+            if config.optimizer == "adamw":
                 for group in optimizer.param_groups:  # a plateau: smaller steps settle into the optimum
                     group["lr"] *= config.lr_decay
     module.load_state_dict(best_state)
@@ -213,7 +233,7 @@ class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
         patience: int = 4,
         seed: int = 0,
         validation_fraction: float = 0.1,
-        optimizer: str = "adam",
+        optimizer: str = "adamw",
     ):
         self.kind, self.lr, self.weight_decay, self.epochs, self.optimizer = kind, lr, weight_decay, epochs, optimizer
         self.batch_size, self.patience, self.seed, self.validation_fraction = (

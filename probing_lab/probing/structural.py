@@ -11,12 +11,13 @@ Spearman averaged over sentence lengths 5-50.
 from __future__ import annotations
 
 import copy
-from typing import Optional
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from . import tasks as T
+from .probes import config_from_dict
 
 PTB_PUNCT = {"''", "``", ",", ".", ":", "-LRB-", "-RRB-", "#", "$", "(", ")"}
 
@@ -86,19 +87,34 @@ def _loss(pred, y, lengths, kind):
     return per.mean()
 
 
-def fit_structural_probe(kind: str, splits: dict, key: str, options: Optional[dict] = None, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class StructuralProbeConfig:
+    """The ``[probe]`` table of a structural_distance / structural_depth experiment."""
+
+    rank: int = 64  # Hewitt & Manning's probe rank
+    lr: float = 1e-3  # Adam's learning rate
+    epochs: int = 15  # at most
+    batch_size: int = 32  # sentences per batch (similar lengths together)
+    patience: int = 2  # epochs without a better dev loss before stopping
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "probe") -> "StructuralProbeConfig":
+        return config_from_dict(cls, data, where)
+
+
+def fit_structural_probe(
+    kind: str, splits: dict, key: str, config: StructuralProbeConfig = StructuralProbeConfig()
+) -> dict:
     """Train on ``splits["train"]``, stop on dev, evaluate on test; ``key`` is a layer or "mix"."""
-    options = dict(options or {})
-    rank = int(options.pop("rank", 64))
-    lr = float(options.pop("lr", 1e-3))
-    epochs = int(options.pop("epochs", 15))
-    batch_size = int(options.pop("batch_size", 32))
-    patience = int(options.pop("patience", 2))
-    options.pop("seed", None)
-    if options:
-        raise ValueError(
-            f"unknown structural probe option(s) {sorted(options)}; known: rank, lr, epochs, batch_size, patience"
-        )
+    rank, lr, epochs, batch_size, patience, seed = (
+        config.rank,
+        config.lr,
+        config.epochs,
+        config.batch_size,
+        config.patience,
+        config.seed,
+    )
 
     def arrays(split):
         feats, targets = [], []

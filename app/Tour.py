@@ -1,6 +1,6 @@
 """Tour: what the three ELMo layers are, shown live on "bank", and the model card.
 
-Run with ``probing-lab app`` or ``python -m streamlit run app/Home.py --server.fileWatcherType none``.
+Run with ``probing-lab app`` or ``python -m streamlit run app/Tour.py --server.fileWatcherType none``.
 """
 
 import sys

@@ -1,0 +1,25 @@
+"""Hewitt & Manning's structural probes (tree distance, tree depth): UUAS / root accuracy and
+Spearman per layer.
+
+``run(exp, splits, with_controls, log) -> (metrics per layer, extra)``; ``extra["majority"]`` is the
+task's simple baseline (or None)."""
+
+from __future__ import annotations
+
+import time
+
+from ..structural import fit_structural_probe
+
+TASKS = ("structural_distance", "structural_depth")
+
+
+def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
+    kind = "distance" if exp.task == "structural_distance" else "depth"
+    results = {}
+    for key in exp.layer_keys:
+        t0 = time.perf_counter()
+        metrics = fit_structural_probe(kind, splits, key, exp.probe_config())
+        metrics["seconds"] = round(time.perf_counter() - t0, 2)
+        log(f"  layer {key}: score {metrics['score']:.4f} spearman {metrics['spearman']:.3f}")
+        results[key] = metrics
+    return results, {"majority": None}

@@ -1,0 +1,105 @@
+"""Word sense: Peters et al.'s nearest sense centroid (``wsd_centroid``) or a linear probe per lemma
+(``wsd_linear``), both with the most-frequent-sense back-off.
+
+``run(exp, splits, with_controls, log) -> (metrics per layer, extra)``; ``extra["majority"]`` is the
+task's simple baseline (or None)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .. import tasks as T
+from ..experiment import ExperimentError
+from ..probes import fit_probe
+from ..splits import Split
+
+TASKS = ("wsd_centroid", "wsd_linear")
+
+
+def _wsd_arrays(split: Split, key: str, backoff: Optional[dict] = None):
+    """Vectors, lemmas and senses of the sense-annotated tokens; ``backoff`` collects a
+    per-lemma fallback sense the dataset provides (WordNet's first sense)."""
+    idx, lemmas, senses = [], [], []
+    offset = 0
+    for s in split.sentences:
+        for j, t in enumerate(s.tokens):
+            if t.sense is not None:
+                idx.append(offset + j)
+                lemmas.append(t.lemma or t.form.lower())
+                senses.append(t.sense)
+                if backoff is not None and t.extra.get("first_sense"):
+                    backoff.setdefault(lemmas[-1], t.extra["first_sense"])
+        offset += len(s.tokens)
+    X = split.layer(key)[np.array(idx, dtype=np.int64)] if idx else np.zeros((0, split.features.layers.shape[-1]))
+    return X, lemmas, senses
+
+
+def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
+    from collections import Counter, defaultdict
+
+    results = {}
+    _, tr_lemmas, tr_senses = _wsd_arrays(splits["train"], "0")
+    by_lemma = defaultdict(Counter)
+    for l, s in zip(tr_lemmas, tr_senses):
+        by_lemma[l][s] += 1
+    single = sorted(l for l, c in by_lemma.items() if len(c) < 2)
+    if single and len(single) == len(by_lemma):
+        raise ExperimentError(
+            f"{exp.source}: every lemma in the training data has one sense ({single[:5]}); nothing to disambiguate"
+        )
+    mfs: dict = {}
+    _wsd_arrays(splits["test"], "0", backoff=mfs)  # lemmas never seen in training: WordNet's first sense
+    mfs.update({l: c.most_common(1)[0][0] for l, c in by_lemma.items()})
+    for key in exp.layer_keys:
+
+        def get(split, key=key):
+            if key == "mix":  # the centroid method has no trained weights to mix: use the mean of the layers
+                return _wsd_arrays(split, "mix")[0].mean(1)
+            return _wsd_arrays(split, key)[0]
+
+        X_tr, X_te = get(splits["train"]), get(splits["test"])
+        _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
+        if exp.task == "wsd_centroid":
+            pred = T.sense_centroid_predict(X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs)
+        else:
+            pred = _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, splits)
+        score = T.accuracy(pred, te_senses)  # every instance gets an answer: P = R = F1
+        results[key] = {"score": score}
+        log(f"  layer {key}: F1 {score:.4f}")
+    _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
+    majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
+    # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
+    return results, {
+        "majority": majority,
+        "lemmas": len(by_lemma),
+        "single_sense_lemmas": len(single),
+        "single_sense_examples": single[:20],
+        "instances": {"train": len(tr_senses), "test": len(te_senses)},
+    }
+
+
+def _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, splits):
+    pred = [None] * len(te_lemmas)
+    tr_lemmas, te_lemmas = np.array(tr_lemmas), np.array(te_lemmas)
+    for lemma in sorted(set(te_lemmas)):
+        te_idx = np.flatnonzero(te_lemmas == lemma)
+        tr_idx = np.flatnonzero(tr_lemmas == lemma)
+        senses = sorted({tr_senses[i] for i in tr_idx})
+        if len(senses) < 2:
+            for i in te_idx:
+                pred[i] = mfs.get(lemma)
+            continue
+        index = {s: k for k, s in enumerate(senses)}
+        y = np.array([index[tr_senses[i]] for i in tr_idx])
+        order = np.random.default_rng(exp.seed).permutation(len(tr_idx))
+        n_dev = max(1, len(order) // 10)
+        dev, fit = tr_idx[order[:n_dev]], tr_idx[order[n_dev:]]
+        y_dev, y_fit = y[order[:n_dev]], y[order[n_dev:]]
+        probe = fit_probe(
+            X_tr[fit], y_fit, X_tr[dev], y_dev, len(senses), exp.probe_config(batch_size=64, epochs=50, patience=5)
+        )
+        for i, p in zip(te_idx, probe.predict(X_te[te_idx])):
+            pred[i] = senses[p]
+    return pred

@@ -1,0 +1,39 @@
+"""A split of an experiment's data: its sentences and their cached layer activations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..features.cache import Features, extract_features
+
+
+@dataclass
+class Split:
+    sentences: list
+    features: Features
+
+    @property
+    def words(self) -> list[str]:
+        return [t.form for s in self.sentences for t in s.tokens]
+
+    def layer(self, key: str) -> np.ndarray:
+        """``(N, dim)`` for a layer, ``(N, n_layers, dim)`` for "mix" (float32 in memory)."""
+        if key == "mix":
+            return np.ascontiguousarray(np.transpose(self.features.layers, (1, 0, 2)), dtype=np.float32)
+        return np.asarray(self.features.layers[int(key)], dtype=np.float32)
+
+
+def load_splits(exp, encoder, data_dir, cache_dir, progress: bool) -> dict[str, Split]:
+    from ..datasets import load_dataset
+
+    out = {}
+    for role in ("train", "dev", "test"):
+        dataset = getattr(exp, f"{role}_dataset") or exp.dataset
+        sentences = [s for s in load_dataset(dataset, getattr(exp, role) or None, data_dir) if s.tokens]
+        if role == "train" and exp.max_train_sentences:
+            sentences = sentences[: exp.max_train_sentences]
+        feats = extract_features(encoder, [s.words for s in sentences], cache_dir=cache_dir, progress=progress)
+        out[role] = Split(sentences, feats)
+    return out
