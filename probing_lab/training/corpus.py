@@ -24,7 +24,6 @@ registry packages.
 from __future__ import annotations
 
 import bz2
-import io
 import json
 import random
 import re
@@ -39,7 +38,10 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from ..fileio import atomic_path, deb_members
 from ..text import split_and_tokenize, tokenize
-from .sources import CorpusError, Document, ReadMember, SourceFormatError, package_reader
+from .errors import CorpusError, SourceFormatError
+from .exclusions import read_exclusion_file, sentence_key
+from .markup import ptb_quotes, strip_tags, strip_wiki_markup, wiki_pages, wordnet_sentences
+from .sources import Document, ReadMember, package_reader
 from .vocab import Vocabulary
 
 FETCH_COMMANDS = """\
@@ -55,93 +57,6 @@ apt-get download r-cran-janeaustenr dict-gcide
 """
 
 
-# --- tagged text and markup --------------------------------------------------------------
-
-_BROWN_TAGGED = re.compile(r"^\S+/[a-z$*+\-.,:'`()]+(?:-[a-z]+)*$")
-_MASC_TAGGED = re.compile(r"^\S*_[A-Z$.,:()`'#-]+$")
-
-
-def strip_tags(line: str) -> Optional[str]:
-    """``The/at jury/nn`` (Brown) or ``The_DT jury_NN`` (MASC) -> ``The jury``; None if the
-    line is not tagged text."""
-    words = line.split()
-    if not words:
-        return None
-    for pattern, sep in ((_BROWN_TAGGED, "/"), (_MASC_TAGGED, "_")):
-        if sum(bool(pattern.match(w)) for w in words) >= 0.8 * len(words):
-            return " ".join(w.rsplit(sep, 1)[0] for w in words if sep in w)
-    return None
-
-
-def _ptb_quotes(text: str) -> str:
-    return text.replace("``", '"').replace("''", '"')
-
-
-_WIKI_NESTED = [re.compile(r"\{\{[^{}]*\}\}"), re.compile(r"\{\|[^{}]*?\|\}", re.S)]
-_WIKI_SUBS = [
-    (re.compile(r"<!--.*?-->", re.S), " "),
-    (re.compile(r"<ref[^>/]*/>"), " "),
-    (re.compile(r"<ref[^>]*>.*?</ref>", re.S), " "),
-    (re.compile(r"<[^>]+>"), " "),
-    (re.compile(r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):[^\]]*(?:\[\[[^\]]*\]\][^\]]*)*\]\]", re.I), " "),
-    (re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]"), r"\1"),
-    (re.compile(r"\[https?://\S+ ([^\]]*)\]"), r"\1"),
-    (re.compile(r"\[https?://[^\]]*\]"), " "),
-    (re.compile(r"'{2,}"), ""),
-    (re.compile(r"&nbsp;|&amp;nbsp;"), " "),
-]
-
-
-def strip_wiki_markup(text: str) -> str:
-    """MediaWiki source -> plain paragraphs (templates, tables, refs, links, lists dropped)."""
-    import html
-
-    text = html.unescape(text)
-    for pattern in _WIKI_NESTED:
-        previous = None
-        while previous != text:
-            previous, text = text, pattern.sub(" ", text)
-    for pattern, repl in _WIKI_SUBS:
-        text = pattern.sub(repl, text)
-    keep = []
-    for line in text.split("\n"):
-        line = line.strip()
-        if not line or line[0] in "*#:;|!={}" or len(line.split()) < 5:
-            keep.append("")  # headings, lists, table rows, fragments: paragraph breaks
-        else:
-            keep.append(line)
-    return "\n".join(keep)
-
-
-def _wiki_pages(data: bytes) -> Iterator[str]:
-    import xml.etree.ElementTree as ET
-
-    for _, elem in ET.iterparse(io.BytesIO(data)):
-        if elem.tag.endswith("}text") or elem.tag == "text":
-            if elem.text and not elem.text.lstrip().lower().startswith("#redirect"):
-                yield elem.text
-            elem.clear()
-
-
-_WORDNET_LINE = re.compile(r"^\d{8} .*\| (.*)$")
-
-
-def wordnet_sentences(data_file_text: str) -> Iterator[str]:
-    """WordNet ``data.noun``-style lines -> the gloss and each quoted example sentence."""
-    for line in data_file_text.splitlines():
-        m = _WORDNET_LINE.match(line)
-        if not m:
-            continue
-        parts = [p.strip() for p in m.group(1).split(";")]
-        for part in parts:
-            if part.startswith('"'):
-                example = part.strip('" ')
-                if example:
-                    yield example[0].upper() + example[1:]
-            elif part:
-                yield part[0].upper() + part[1:] + "."
-
-
 # --- readers per kind of source ------------------------------------------------------------
 
 _SKIP_NAMES = re.compile(
@@ -155,7 +70,7 @@ def _text_document(source: str, name: str, text: str) -> Iterator[Document]:
     tagged = [strip_tags(line) for line in sample]
     if sample and sum(t is not None for t in tagged) >= 0.8 * len(sample):
         stripped = (strip_tags(line) for line in lines)
-        yield Document(source, "\n".join(_ptb_quotes(t) for t in stripped if t), one_per_line=True)
+        yield Document(source, "\n".join(ptb_quotes(t) for t in stripped if t), one_per_line=True)
     elif _hard_wrapped(sample):
         yield Document(source, text)
     else:  # a line is a paragraph (or a sentence): never glue lines together
@@ -183,7 +98,7 @@ def _member_documents(source: str, name: str, data: bytes) -> Iterator[Document]
         if not re.match(r"enwiki", base):
             return  # other languages' dumps (the gensim wheel has a Bulgarian one)
         raw = bz2.decompress(data) if base.endswith(".bz2") else data
-        for page in _wiki_pages(raw):
+        for page in wiki_pages(raw):
             yield Document(source, strip_wiki_markup(page))
         return
     if base.startswith("data.") and base.split(".")[-1] in ("noun", "verb", "adj", "adv") and "wordnet" in name:
@@ -277,79 +192,6 @@ def document_sentences(doc: Document) -> Iterator[list[str]]:
                 yield tokens
     else:
         yield from split_and_tokenize(doc.text)
-
-
-# --- evaluation sets that must not leak into pretraining ----------------------------------
-
-
-def sentence_key(tokens: Iterable[str]) -> str:
-    """Tokenization-independent identity of a sentence: lowercase letters and digits only."""
-    return re.sub(r"[^0-9a-z]", "", "".join(tokens).lower())
-
-
-_PTB_SAMPLE_ZIPS = ("treebank", "dependency_treebank", "conll2000")  # NLTK's zips in <data_dir>/ptb-sample
-
-
-def read_exclusion_file(path: Path) -> list[list[str]]:
-    """Sentences of a CoNLL-U file, a Raganato ``*.data.xml``, a CoarseWSD ``*.data.txt``, or the
-    PTB sample: ``.mrg`` trees (leaves, ``-NONE-`` traces skipped), NLTK's ``treebank.zip``,
-    ``dependency_treebank.zip`` and ``conll2000.zip`` (train and test)."""
-    from ..datasets import ptb
-
-    if path.suffix == ".zip" and path.stem in _PTB_SAMPLE_ZIPS:
-        if path.stem == "treebank":
-            sentences = ptb.read_ptb(path)
-        elif path.stem == "dependency_treebank":
-            sentences = ptb.read_ptb_dependencies(path)
-        else:
-            sentences = ptb.read_conll2000(path, "train") + ptb.read_conll2000(path, "test")
-        return [s.words for s in sentences]
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if path.suffix == ".mrg":
-        return [s.words for s in ptb.parse_mrg(text, doc=path.stem)]
-    if path.suffix == ".conllu":
-        sentences, current = [], []
-        for line in text.splitlines():
-            if not line.strip():
-                if current:
-                    sentences.append(current)
-                current = []
-            elif not line.startswith("#"):
-                cols = line.split("\t")
-                if len(cols) > 1 and cols[0].isdigit():
-                    current.append(cols[1])
-        return sentences + ([current] if current else [])
-    if path.name.endswith(".data.xml"):
-        import xml.etree.ElementTree as ET
-
-        return [[w.text or "" for w in s] for s in ET.parse(path).getroot().iter("sentence")]
-    if path.name.endswith(".data.txt"):
-        return [line.split("\t", 1)[-1].split() for line in text.splitlines() if line.strip()]
-    raise CorpusError(
-        f"{path}: exclusion files are .conllu, Raganato .data.xml, CoarseWSD .data.txt, .mrg or the PTB sample zips"
-    )
-
-
-def default_exclusions(data_dir: Optional[Path]) -> list[Path]:
-    """Every probe dataset under a data directory, train and test alike, so that no probe sentence
-    was seen by the LM: UD EWT and GUM (all .conllu), the PTB sample (trees, dependencies,
-    CoNLL-2000 chunks), every Raganato set, CoarseWSD-20 train and test."""
-    if data_dir is None or not data_dir.is_dir():
-        return []
-    patterns = (
-        "ud-english-ewt/*.conllu",
-        "ud-english-gum/*.conllu",
-        "ptb-sample/*.zip",
-        "ptb-sample/**/*.mrg",
-        "wsd/wsd_raganato_eval/*/*.data.xml",
-        "wsd/CoarseWSD-20/*/*.data.txt",
-    )
-    return [
-        p
-        for pattern in patterns
-        for p in sorted(data_dir.glob(pattern))
-        if p.suffix != ".zip" or p.stem in _PTB_SAMPLE_ZIPS
-    ]
 
 
 def _sampled_lines(doc: Document, max_tokens: int, seed: int) -> Iterator[list[str]]:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..elmo.chars import BOS_CHAR_IDS, BOS_TOKEN, EOS_CHAR_IDS, EOS_TOKEN, token_to_char_ids
-from .corpus import CorpusError
+from .errors import CorpusError
 from .vocab import Vocabulary
 
 BOS_TYPE, EOS_TYPE = 0, 1

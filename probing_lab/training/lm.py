@@ -14,8 +14,8 @@ from torch import nn
 from ..elmo import ElmoBiLM, ElmoOptions
 from ..elmo.modules import LstmState
 from .config import TrainingError
-from .corpus import CorpusError
 from .data import Corpus, TokenTable, WindowStream, read_sentences
+from .errors import CorpusError
 from .softmax import SoftmaxHead
 from .vocab import Vocabulary
 

@@ -23,9 +23,9 @@ from torch import nn
 
 from .checkpoint import Checkpointer, Progress, latest_checkpoint, load_lm, truncate_jsonl
 from .config import TrainConfig, TrainingError
-from .corpus import CorpusError
 from .data import WindowStream, load_corpus, train_files
 from .distributed import Distributed
+from .errors import CorpusError
 from .lm import BiLanguageModel, evaluate_lm
 
 
