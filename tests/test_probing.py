@@ -314,6 +314,36 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
     assert "| " + task in report([run])
 
 
+def test_a_random_model_runs_with_the_seed_it_was_given(tmp_path):
+    data = _tiny_treebank(tmp_path / "data")
+    exp = {
+        "name": "tiny",
+        "task": "upos",
+        "dataset": "ewt",
+        "layers": [1],
+        "probe": {"epochs": 2},
+        "control": False,
+        "mdl": False,
+        "random_init": False,
+    }
+    cached = []
+    for seed in (0, 5):
+        run = run_experiment(
+            exp,
+            model="random:cpu-tiny",
+            model_seed=seed,
+            out=tmp_path / f"run{seed}",
+            data_dir=data,
+            cache_dir=tmp_path / "cache",
+            progress=False,
+            log=lambda m: None,
+        )
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert f"seed {seed}" in metrics["model"], metrics["model"]
+        cached.append(len(list((tmp_path / "cache").iterdir())))
+    assert cached[1] == 2 * cached[0]  # another model, other weights: its own features, none reused
+
+
 def test_shipped_experiment_files_parse():
     root = Path(__file__).resolve().parents[1]
     files = sorted((root / "probes").glob("*.toml"))

@@ -91,6 +91,7 @@ def new_run_form() -> None:
             run_dir = run_experiment(
                 exp,
                 model=spec.model,
+                model_seed=spec.seed,  # a random:PRESET model is the one the Model page shows
                 out=USER_RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
                 progress=False,
                 log=log,

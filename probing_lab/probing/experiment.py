@@ -148,6 +148,7 @@ def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_contr
 def run_experiment(
     experiment: str | Path | dict | Experiment,
     model: Optional[str] = None,
+    model_seed: int = 0,
     out: Optional[str | Path] = None,
     data_dir: Optional[str | Path] = None,
     cache_dir: Optional[str | Path] = None,
@@ -166,7 +167,7 @@ def run_experiment(
     else:
         exp = Experiment.load(experiment)
     try:
-        loaded = load_model(model)
+        loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
     except (FileNotFoundError, ValueError) as e:
         raise ExperimentError(f"model {model!r}: {e}") from None
     data_dir = resolve_data_dir(data_dir)
