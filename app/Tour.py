@@ -34,7 +34,7 @@ bidirectional language model. This lab lets you look at each layer separately.
 | **L0** | a character CNN + highway over the word's spelling | the word *type*: the same vector for "bank" in every sentence |
 | **L1** | first biLSTM layer (a forward and a backward LSTM, concatenated) | the word in its context; syntax (part of speech, dependencies) peaks here |
 | **L2** | second biLSTM layer, the top | more context; word sense separates best here (Peters et al.: WSD F1 69.0 with L2 vs 67.4 with L1) |
-| **mix** | a weighted average of the layers (here the untrained one: equal weights) | what a downstream task would be given |
+| **mean** | the plain average of the layers (an untrained scalar mix; a task learns its own weights, the probes' "mix") | a task-free summary of all three |
 """  # noqa: E501 (a Markdown table: a row cannot be wrapped)
 )
 

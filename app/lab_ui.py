@@ -35,7 +35,7 @@ LAYER_HELP = {
     "0": "L0: the char-CNN type layer. One vector per spelling, the same in every sentence.",
     "1": "L1: first biLSTM layer (forward and backward halves), context-dependent.",
     "2": "L2: second biLSTM layer, the top of the biLM.",
-    "mix": "mix: the mean of the layers (an untrained scalar mix, equal weights).",
+    "mean": "mean: the plain average of the layers (an untrained scalar mix, equal weights).",
 }
 
 

@@ -13,7 +13,7 @@ from probing_lab.analysis import geometry as G
 from probing_lab.analysis import polysemy as P
 from probing_lab.analysis import projections as J
 from probing_lab.analysis import samples as S
-from probing_lab.analysis.vectors import embed_tokens, layer_keys, layer_label
+from probing_lab.features.activations import embed_activations, layer_keys, layer_label
 
 R = 1 / math.sqrt(2)
 
@@ -223,13 +223,14 @@ class TypeAndContext:
 
 
 def test_embed_tokens_layout():
-    tv = embed_tokens(TypeAndContext(), [["a", "b"], ["c"]])
-    assert tv.keys == layer_keys(3) == ["0", "1", "2", "mix"]
-    assert tv.layers["0"].shape == (3, 8) and list(tv.offsets) == [0, 2, 3] and tv.rows(1, 0) == 2
-    np.testing.assert_allclose(tv.layers["mix"], (tv.layers["0"] + tv.layers["1"] + tv.layers["2"]) / 3, rtol=1e-6)
-    assert layer_label("1") == "L1" and layer_label("mix") == "mix"
+    tv = embed_activations(TypeAndContext(), [["a", "b"], ["c"]])
+    assert tv.keys == layer_keys(3) == ["0", "1", "2", "mean"]
+    assert tv.layer("0").shape == (3, 8) and list(tv.offsets) == [0, 2, 3] and tv.row(1, 0) == 2
+    np.testing.assert_allclose(tv.layer("mean"), (tv.layer("0") + tv.layer("1") + tv.layer("2")) / 3, rtol=1e-6)
+    assert tv.sentence(1).shape == (3, 1, 8)
+    assert layer_label("1") == "L1" and layer_label("mean") == "mean" and layer_label("mix") == "mix"
     with pytest.raises(ValueError, match="no tokens"):
-        embed_tokens(TypeAndContext(), [])
+        embed_activations(TypeAndContext(), [])
 
 
 def test_collect_reports_missing_and_l0_collapses():
@@ -271,7 +272,7 @@ def test_l0_collapse_with_a_real_random_model():
     assert sep["0"]["self_similarity"] == pytest.approx(1.0, abs=1e-5)
     assert sep["0"]["silhouette"] == pytest.approx(0.0, abs=1e-4)
     assert sep["1"]["self_similarity"] < 1 - 1e-4 and sep["2"]["self_similarity"] < 1 - 1e-4
-    assert set(occ.vectors) == {"0", "1", "2", "mix"} and occ.vectors["1"].shape == (3, embedder.dim)
+    assert set(occ.vectors) == {"0", "1", "2", "mean"} and occ.vectors["1"].shape == (3, embedder.dim)
 
 
 def test_labelled_positions_from_records():

@@ -97,7 +97,7 @@ def test_limit_text_and_default_model(monkeypatch):
 def test_home_tour_bank_example():
     at = ok(run("home"))
     table = frame(at)
-    assert list(table["layer"]) == ["L0", "L1", "L2", "mix"]
+    assert list(table["layer"]) == ["L0", "L1", "L2", "mean"]
     assert table["A·B same sense"][0] == pytest.approx(1.0) and table["A·C / B·C different senses"][0] == pytest.approx(
         1.0
     )
@@ -128,7 +128,7 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
 def test_polysemy_builtin_bank():
     at = ok(run("polysemy"))
     table = frame(at)
-    assert list(table["layer"]) == ["L0", "L1", "L2", "mix"]
+    assert list(table["layer"]) == ["L0", "L1", "L2", "mean"]
     l0 = table.iloc[0]
     assert l0["self-similarity"] == "1.000" and l0["silhouette (cosine)"] in ("0.000", "-0.000")
     assert l0["1-NN sense accuracy (LOO)"] == l0["chance"]
@@ -215,7 +215,7 @@ def test_clustering_colourings_and_csv():
         ok(at)
         assert len(charts(at)) == 4
     assert at.get("download_button")
-    assert list(frame(at)["layer"]) == ["L0", "L1", "L2", "mix"]
+    assert list(frame(at)["layer"]) == ["L0", "L1", "L2", "mean"]
     at.multiselect(key="layers").set_value(["1"])
     at.checkbox(key="drop_punct").check().run()
     assert len(charts(ok(at))) == 1

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from probing_lab.analysis import embed_tokens, layer_label, silhouette_cosine
+from probing_lab.analysis import embed_activations, layer_label, silhouette_cosine
 from probing_lab.analysis.samples import FREQUENCY_BANDS, sample_sentences, token_rows, word_counts
 
 MAX_TOKENS = {"pca": 30_000, "umap": 8_000, "tsne": 5_000}  # beyond this the page would take minutes
@@ -51,7 +51,7 @@ seed = int(c2.number_input("Sample seed", min_value=0, value=0, key="seed"))
 colour_label = c3.selectbox("Colour by", list(COLOURS), key="colour")
 c4, c5 = st.columns([2, 1])
 keys_wanted = c4.multiselect(
-    "Layers", ["0", "1", "2", "mix"], default=["0", "1", "2", "mix"], format_func=layer_label, key="layers"
+    "Layers", ["0", "1", "2", "mean"], default=["0", "1", "2", "mean"], format_func=layer_label, key="layers"
 )
 drop_punct = c5.checkbox("Leave out punctuation", value=False, key="drop_punct")
 method = lab_ui.projection_choice("cluster_method")
@@ -91,7 +91,7 @@ bundle = lab_ui.get_bundle(spec)
 @st.cache_data(show_spinner="Embedding the sample…", max_entries=8)
 def sample_vectors(spec_key, n: int, seed: int, sentences, _embedder):
     """Cached per model and sample: changing the colouring must not re-embed."""
-    return embed_tokens(_embedder, [list(s) for s in sentences]).layers
+    return embed_activations(_embedder, [list(s) for s in sentences]).by_key()
 
 
 with lab_ui.friendly_errors("The clustering view"):

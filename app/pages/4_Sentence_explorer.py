@@ -11,7 +11,7 @@ import lab_ui
 import numpy as np
 import streamlit as st
 
-from probing_lab.analysis import cosine_matrix, embed_tokens, layer_label, nearest_contexts
+from probing_lab.analysis import cosine_matrix, embed_activations, layer_label, nearest_contexts
 from probing_lab.text import split_and_tokenize
 
 MAX_TOKENS = 120  # a heatmap beyond this is unreadable
@@ -46,7 +46,7 @@ bundle = lab_ui.get_bundle(spec)
 
 @st.cache_data(show_spinner="Embedding…", max_entries=16)
 def text_vectors(spec_key, sentences, _embedder):
-    return embed_tokens(_embedder, [list(s) for s in sentences]).layers
+    return embed_activations(_embedder, [list(s) for s in sentences]).by_key()
 
 
 with lab_ui.friendly_errors("The sentence explorer"):

@@ -3,6 +3,7 @@
 No Streamlit here: the app, notebooks and scripts all call the same functions.
 """
 
+from ..features.activations import Activations, embed_activations, layer_keys, layer_label
 from .geometry import (
     cosine_matrix,
     loo_nn_accuracy,
@@ -24,15 +25,14 @@ from .polysemy import (
     parse_marked,
 )
 from .projections import METHODS, project, umap_is_warm, warm_up_umap
-from .vectors import TokenVectors, embed_tokens, layer_keys, layer_label
 
 __all__ = [
     "METHODS",
     "Occurrences",
-    "TokenVectors",
+    "Activations",
     "collect",
     "cosine_matrix",
-    "embed_tokens",
+    "embed_activations",
     "find_target",
     "inflections",
     "labelled_positions",

@@ -19,9 +19,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..features.activations import embed_activations
 from ..text import tokenize
 from .geometry import random_pair_cosine, separation
-from .vectors import embed_tokens
 
 _MARKED = re.compile(r"^\[(\S+)\]$")
 
@@ -160,10 +160,11 @@ def collect(
         what = f"the word {target!r}" if target else "a [marked] word"
         raise ValueError(f"none of the {len(token_lists)} sentences contains {what}")
     kept = [token_lists[i] for i in keep]
-    tv = embed_tokens(embedder, kept)
-    rows = np.array([tv.rows(j, positions[i]) for j, i in enumerate(keep)], dtype=np.int64)
-    vectors = {k: tv.layers[k][rows] for k in tv.keys}
-    baselines = {k: random_pair_cosine(tv.layers[k], n_pairs=n_pairs, seed=seed) for k in tv.keys}
+    layers = embed_activations(embedder, kept)
+    rows = np.array([layers.row(j, positions[i]) for j, i in enumerate(keep)], dtype=np.int64)
+    by_key = layers.by_key()
+    vectors = {k: v[rows] for k, v in by_key.items()}
+    baselines = {k: random_pair_cosine(v, n_pairs=n_pairs, seed=seed) for k, v in by_key.items()}
     return Occurrences(kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines, missing, keep)
 
 

@@ -26,6 +26,7 @@ from typing import Optional, Protocol, Sequence
 import numpy as np
 
 from ..models import PACKAGE_ROOT
+from .activations import Activations
 
 CACHE_ENV = "PROBING_LAB_CACHE"
 FORMAT_VERSION = 1
@@ -73,19 +74,11 @@ class ElmoEncoder:
 
 
 @dataclass
-class Features:
-    layers: np.ndarray  # (n_layers, n_tokens, dim), memory-mapped
-    offsets: np.ndarray  # (n_sentences + 1,)
-    key: str
-    path: Path
+class Features(Activations):
+    """Cached activations: ``layers`` is a read-only memory map; ``key`` and ``path`` say where."""
 
-    @property
-    def n_tokens(self) -> int:
-        return int(self.offsets[-1])
-
-    def sentence(self, i: int) -> np.ndarray:
-        """``(n_layers, n_i, dim)`` of sentence i."""
-        return self.layers[:, self.offsets[i] : self.offsets[i + 1]]
+    key: str = ""
+    path: Path = Path()
 
 
 def cache_key(fingerprint: str, sentences: Sequence[Sequence[str]], settings: dict) -> str:

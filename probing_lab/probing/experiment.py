@@ -10,7 +10,7 @@ Experiment file (see ``probes/*.toml``)::
     dev = "dev"
     test = "test"
     train_dataset = "..."      # optional: train (dev, test) from another dataset
-    layers = [0, 1, 2, "mix"]
+    layers = [0, 1, 2, "mix"]  # "mix": a scalar mix learned with the probe; "mean": the layers' average
     seed = 0
     max_train_sentences = 0    # 0 = all
     control = true             # Hewitt & Liang control task + selectivity (token tasks)
@@ -53,7 +53,7 @@ class Experiment:
     train: str = "train"
     dev: str = "dev"
     test: str = "test"
-    layers: list = field(default_factory=lambda: [0, 1, 2, "mix"])
+    layers: Optional[list] = None  # default: 0, 1, 2 and what the task can combine them with (see from_dict)
     seed: int = 0
     max_train_sentences: int = 0
     control: bool = True
@@ -81,13 +81,22 @@ class Experiment:
             warnings.warn(f"{where}: [probe] negatives is now a top-level key of the experiment", stacklevel=2)
             data = {**data, "negatives": probe.pop("negatives"), "probe": probe}
         exp = cls(**data, source=where)
+        if exp.layers is None:  # wsd: nothing is learned, so the layers' mean; dep_arc: single layers only
+            last = {"wsd_centroid": ["mean"], "wsd_linear": ["mean"], "dep_arc": []}.get(exp.task, ["mix"])
+            exp.layers = [0, 1, 2, *last]
         from .runners import TASKS  # the runners import this module
 
         if exp.task not in TASKS:
             raise ExperimentError(f"{where}: unknown task {exp.task!r}; choose one of {list(TASKS)}")
+        if exp.task.startswith("wsd_") and "mix" in exp.layers:  # its old name there: nothing is learned to mix
+            warnings.warn(
+                f'{where}: for {exp.task} "mix" is the average of the layers, now called "mean"', stacklevel=2
+            )
+            exp.layers = ["mean" if layer == "mix" else layer for layer in exp.layers]
         for layer in exp.layers:  # the model's layer count is checked when it is loaded
-            if not (layer == "mix" or (isinstance(layer, int) and not isinstance(layer, bool) and layer >= 0)):
-                raise ExperimentError(f'{where}: unknown layer {layer!r}; layers are 0, 1, 2, ... and "mix"')
+            named = layer in ("mix", "mean")
+            if not (named or (isinstance(layer, int) and not isinstance(layer, bool) and layer >= 0)):
+                raise ExperimentError(f'{where}: unknown layer {layer!r}; layers are 0, 1, 2, ..., "mix" and "mean"')
         if exp.task == "dep_arc" and "mix" in exp.layers:
             raise ExperimentError(
                 f"{where}: dep_arc runs on single layers (pair features of a mix would not fit in memory)"
@@ -136,10 +145,10 @@ class Experiment:
 def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, log) -> tuple[dict, dict]:
     from .runners import RUNNERS
 
-    too_deep = [layer for layer in exp.layers if layer != "mix" and layer >= encoder.n_layers]
+    too_deep = [layer for layer in exp.layers if isinstance(layer, int) and layer >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
-            f'{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1} and "mix"'
+            f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
     splits = load_splits(exp, encoder, data_dir, cache_dir, progress)
     return RUNNERS[exp.task](exp, splits, with_controls, log)

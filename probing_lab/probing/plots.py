@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..features.activations import layer_label
 from .runs import layer_order
 
 
 def _series(metrics: dict):
     keys = layer_order(metrics["layers"])
-    labels = [f"L{k}" if k != "mix" else "mix" for k in keys]
+    labels = [layer_label(k) for k in keys]
     score = [metrics["layers"][k]["score"] for k in keys]
     control = [metrics["layers"][k].get("control_score") for k in keys]
     random = [(metrics["baselines"].get("random_init") or {}).get(k) for k in keys]
@@ -84,7 +85,7 @@ def confusion_figure(metrics: dict, layer: str, max_labels: int = 25):
     labels = [metrics["labels"][i] for i in keep]
     C = C[np.ix_(keep, keep)]
     share = C / np.maximum(C.sum(1, keepdims=True), 1)
-    name = f"L{layer}" if layer != "mix" else "mix"
+    name = layer_label(layer)
     fig = go.Figure(
         go.Heatmap(
             z=share,

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..features.activations import layer_label
+
 
 def layer_order(keys) -> list[str]:
-    """Layer keys in reading order: the model's layers by number, then "mix"."""
+    """Layer keys in reading order: the model's layers by number, then "mean" and "mix"."""
     return sorted(keys, key=lambda k: (not str(k).isdigit(), int(k) if str(k).isdigit() else 0, str(k)))
 
 
@@ -104,11 +106,7 @@ def report(run_dirs: list[str | Path]) -> str:
     """Several runs -> one markdown table: rows task x model, columns the layers."""
     all_metrics = [load_metrics(d) for d in run_dirs]
     keys = layer_order({k for m in all_metrics for k in m["layers"]})
-    header = (
-        "| task | model | "
-        + " | ".join(f"L{k}" if k != "mix" else "mix" for k in keys)
-        + " | majority | control (best layer) |"
-    )
+    header = "| task | model | " + " | ".join(layer_label(k) for k in keys) + " | majority | control (best layer) |"
     lines = [header, "|" + "---|" * (len(keys) + 4)]
     for m in all_metrics:
         cells = [_fmt(m["layers"].get(k, {}).get("score")) for k in keys]

@@ -19,10 +19,11 @@ class Split:
         return [t.form for s in self.sentences for t in s.tokens]
 
     def layer(self, key: str) -> np.ndarray:
-        """``(N, dim)`` for a layer, ``(N, n_layers, dim)`` for "mix" (float32 in memory)."""
+        """``(N, dim)`` for a layer or "mean" (their average), ``(N, n_layers, dim)`` for "mix", whose
+        weights the probe learns (float32 in memory)."""
         if key == "mix":
             return np.ascontiguousarray(np.transpose(self.features.layers, (1, 0, 2)), dtype=np.float32)
-        return np.asarray(self.features.layers[int(key)], dtype=np.float32)
+        return self.features.layer(key)
 
 
 def load_splits(exp, encoder, data_dir, cache_dir, progress: bool) -> dict[str, Split]:

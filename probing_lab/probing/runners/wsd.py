@@ -55,8 +55,6 @@ def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
     for key in exp.layer_keys:
 
         def get(split, key=key):
-            if key == "mix":  # the centroid method has no trained weights to mix: use the mean of the layers
-                return _wsd_arrays(split, "mix")[0].mean(1)
             return _wsd_arrays(split, key)[0]
 
         X_tr, X_te = get(splits["train"]), get(splits["test"])

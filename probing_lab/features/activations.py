@@ -1,0 +1,68 @@
+"""Every token's vector per layer for a list of sentences: the one container the probes (through the
+on-disk cache) and the analysis views (in memory) share.
+
+``layers`` is ``(n_layers, n_tokens, dim)``, every sentence's tokens in order, and sentence ``i``
+is rows ``offsets[i]:offsets[i+1]``. Keys name what a view can show: ``"0"`` (the char-CNN type
+layer), ``"1"``, ``"2"``, ... (the biLSTM layers) and ``"mean"``, the plain average of the layers
+(an *untrained* scalar mix: with no task to fit it to, equal weights are the neutral choice). The
+probes' ``"mix"`` is different: a scalar mix learned with the probe (see ``probing.probes``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+MEAN = "mean"
+
+
+def layer_keys(n_layers: int) -> list[str]:
+    return [str(i) for i in range(n_layers)] + [MEAN]
+
+
+def layer_label(key: str) -> str:
+    """``"1"`` -> ``"L1"``; ``"mean"`` and ``"mix"`` stay as they are."""
+    return f"L{key}" if str(key).isdigit() else str(key)
+
+
+@dataclass
+class Activations:
+    layers: np.ndarray  # (n_layers, n_tokens, dim), in memory or memory-mapped
+    offsets: np.ndarray  # (n_sentences + 1,)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def keys(self) -> list[str]:
+        return layer_keys(self.layers.shape[0])
+
+    def sentence(self, i: int) -> np.ndarray:
+        """``(n_layers, n_i, dim)`` of sentence i."""
+        return self.layers[:, self.offsets[i] : self.offsets[i + 1]]
+
+    def layer(self, key: str) -> np.ndarray:
+        """``(n_tokens, dim)`` float32 of one layer, or of their mean."""
+        if key == MEAN:
+            return np.asarray(self.layers, dtype=np.float32).mean(axis=0)
+        return np.asarray(self.layers[int(key)], dtype=np.float32)
+
+    def by_key(self) -> dict[str, np.ndarray]:
+        return {k: self.layer(k) for k in self.keys}
+
+    def row(self, sentence: int, position: int) -> int:
+        return int(self.offsets[sentence]) + position
+
+
+def embed_activations(embedder, sentences: Sequence[Sequence[str]]) -> Activations:
+    """``embedder.embed(token_lists) -> [(n_layers, n, dim)]`` -> :class:`Activations` in memory."""
+    sentences = [list(s) for s in sentences]
+    if not sentences or not any(sentences):
+        raise ValueError("no tokens to embed")
+    arrays = embedder.embed(sentences)
+    layers = np.concatenate([np.asarray(a, dtype=np.float32) for a in arrays], axis=1)
+    offsets = np.concatenate([[0], np.cumsum([a.shape[1] for a in arrays])]).astype(np.int64)
+    return Activations(layers, offsets)
