@@ -285,6 +285,7 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
     exp = {"name": f"tiny_{task}", "task": task, "dataset": "ewt", "probe": {"epochs": 3}}
     if task == "dep_arc":
         exp["layers"] = [0, 1, 2]
+    reports = []
     run = run_experiment(
         exp,
         model=str(ckpt),
@@ -293,9 +294,13 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         cache_dir=tmp_path / "cache",
         progress=False,
         log=lambda m: None,
+        on_progress=lambda fraction, message: reports.append((fraction, message)),
     )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["task"] == task
+    stages = 2 * len(metrics["layers"])  # every layer of the model, then of the random-init baseline
+    assert [f for f, _ in reports] == [pytest.approx((i + 1) / stages) for i in range(stages)]
+    assert all(m.startswith("layer ") for _, m in reports)
     assert set(metrics["layers"]) == ({"0", "1", "2"} if task == "dep_arc" else {"0", "1", "2", "mix"})
     for entry in metrics["layers"].values():
         assert 0.0 <= entry["score"] <= 1.0

@@ -78,15 +78,7 @@ def new_run_form() -> None:
                 mdl=exp.mdl and baselines,
                 source=None,
             )
-        stages = len(exp.layer_keys) * (2 if exp.random_init else 1)
         bar = st.progress(0.0, text=f"{name}: extracting features…")
-        done = []
-
-        def log(message: str) -> None:
-            if message.strip().startswith("layer"):
-                done.append(message)
-            bar.progress(min(len(done) / stages, 1.0), text=f"{name}: {message.strip()}")
-
         try:
             run_dir = run_experiment(
                 exp,
@@ -94,7 +86,8 @@ def new_run_form() -> None:
                 model_seed=spec.seed,  # a random:PRESET model is the one the Model page shows
                 out=USER_RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
                 progress=False,
-                log=log,
+                log=lambda message: None,
+                on_progress=lambda fraction, message: bar.progress(fraction, text=f"{name}: {message}"),
             )
         except (ValueError, FileNotFoundError) as e:  # a missing dataset or a bad model: the message says why
             st.error(str(e))

@@ -32,7 +32,7 @@ import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..features.cache import ElmoEncoder
 from .probes import ProbeConfig
@@ -139,10 +139,27 @@ class Experiment:
 # --- features per split ----------------------------------------------------------------------
 
 
+@dataclass
+class RunProgress:
+    """How far a run is: ``stages`` layers to probe (per model); after each, the message is logged
+    and ``on_progress(fraction done, message)`` is called (a progress bar, for instance)."""
+
+    log: Callable[[str], None]
+    on_progress: Optional[Callable[[float, str], None]]
+    stages: int
+    done: int = 0
+
+    def layer_done(self, message: str) -> None:
+        self.done += 1
+        self.log(message)
+        if self.on_progress:
+            self.on_progress(min(self.done / self.stages, 1.0), message.strip())
+
+
 # --- running --------------------------------------------------------------------------------------
 
 
-def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, log) -> tuple[dict, dict]:
+def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report) -> tuple[dict, dict]:
     from .runners import RUNNERS
 
     too_deep = [layer for layer in exp.layers if isinstance(layer, int) and layer >= encoder.n_layers]
@@ -151,7 +168,7 @@ def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_contr
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
     splits = load_splits(exp, encoder, data_dir, cache_dir, progress)
-    return RUNNERS[exp.task](exp, splits, with_controls, log)
+    return RUNNERS[exp.task](exp, splits, with_controls, report)
 
 
 def run_experiment(
@@ -162,9 +179,11 @@ def run_experiment(
     data_dir: Optional[str | Path] = None,
     cache_dir: Optional[str | Path] = None,
     progress: bool = True,
-    log=lambda m: print(m, file=sys.stderr),
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    on_progress: Optional[Callable[[float, str], None]] = None,
 ) -> Path:
-    """Run an experiment and write its run directory; returns the directory."""
+    """Run an experiment and write its run directory; returns the directory. ``on_progress(fraction,
+    message)`` is called after each probed layer (of the model, then of the random-init baseline)."""
     from ..datadir import data_dir as resolve_data_dir
     from ..elmo import ElmoBiLM
     from ..models import load_model
@@ -183,7 +202,8 @@ def run_experiment(
     start = time.perf_counter()
     log(f"{exp.name}: task {exp.task} on {exp.dataset} with {loaded.name}")
     encoder = ElmoEncoder(loaded.model, loaded.name)
-    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, log)
+    report = RunProgress(log, on_progress, len(exp.layer_keys) * (2 if exp.random_init else 1))
+    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report)
     baselines = {"majority": extra.pop("majority")}
     if exp.random_init:
         log("  random-init model of the same shape:")
@@ -192,7 +212,7 @@ def run_experiment(
         random_model = ElmoBiLM(loaded.model.options)
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
         random_layers, _ = _run_one(
-            exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, log
+            exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, report
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     for entry in layers.values():

@@ -1,4 +1,7 @@
-"""One runner module per task family, registered here: the one list of tasks the lab knows."""
+"""One runner module per task family, registered here: the one list of tasks the lab knows.
+
+Each family's ``run(exp, splits, with_controls, report)`` returns the metrics per layer and the
+extras, and calls ``report.layer_done(message)`` after each layer (see ``experiment.RunProgress``)."""
 
 from __future__ import annotations
 

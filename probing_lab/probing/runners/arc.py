@@ -52,7 +52,7 @@ def _group_accuracy(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) 
     return float(labels[order][first].mean())
 
 
-def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     """Dependency arc prediction: a binary linear probe on (dependent, candidate) pairs with
     sampled negatives; scored as head selection among each dependent's candidates."""
     n_negative = exp.negatives
@@ -68,5 +68,5 @@ def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
         score = _group_accuracy(probe.predict_proba(Xt)[:, 1], yt, gt)
         nearest = _group_accuracy(-dt.astype(float), yt, gt)
         results[key] = {"score": score, "pair_accuracy": probe.accuracy(Xt, yt), "candidates": n_negative + 1}
-        log(f"  layer {key}: head selection {score:.4f}")
+        report.layer_done(f"  layer {key}: head selection {score:.4f}")
     return results, {"majority": nearest, "majority_is": "the candidate nearest to the dependent in the sentence"}

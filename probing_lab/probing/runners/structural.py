@@ -13,13 +13,13 @@ from ..structural import fit_structural_probe
 TASKS = ("structural_distance", "structural_depth")
 
 
-def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     kind = "distance" if exp.task == "structural_distance" else "depth"
     results = {}
     for key in exp.layer_keys:
         t0 = time.perf_counter()
         metrics = fit_structural_probe(kind, splits, key, exp.probe_config())
         metrics["seconds"] = round(time.perf_counter() - t0, 2)
-        log(f"  layer {key}: score {metrics['score']:.4f} spearman {metrics['spearman']:.3f}")
+        report.layer_done(f"  layer {key}: score {metrics['score']:.4f} spearman {metrics['spearman']:.3f}")
         results[key] = metrics
     return results, {"majority": None}

@@ -16,7 +16,7 @@ from ..probes import fit_probe, online_codelength
 TASKS = T.TOKEN_TASKS
 
 
-def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     train, dev, test = splits["train"], splits["dev"], splits["test"]
     labels = {r: T.token_labels(s.sentences, exp.task) for r, s in splits.items()}
     index = T.LabelIndex(labels["train"])
@@ -52,7 +52,7 @@ def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
                     X_tr[order], control["train"][order], X_dev, control["dev"], len(index), config
                 )["mdl_bits"]
         entry["seconds"] = round(time.perf_counter() - t0, 2)
-        log(
+        report.layer_done(
             f"  layer {key}: score {entry['score']:.4f}"
             + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
         )

@@ -36,7 +36,7 @@ def _wsd_arrays(split: Split, key: str, backoff: Optional[dict] = None):
     return X, lemmas, senses
 
 
-def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     from collections import Counter, defaultdict
 
     results = {}
@@ -65,7 +65,7 @@ def run(exp, splits: dict, with_controls: bool, log) -> tuple[dict, dict]:
             pred = _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, splits)
         score = T.accuracy(pred, te_senses)  # every instance gets an answer: P = R = F1
         results[key] = {"score": score}
-        log(f"  layer {key}: F1 {score:.4f}")
+        report.layer_done(f"  layer {key}: F1 {score:.4f}")
     _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
     majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
     # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
