@@ -19,15 +19,16 @@ from typing import Optional
 
 import streamlit as st
 
-APP_DIR = Path(__file__).resolve().parent
-ROOT = APP_DIR.parent
-if str(ROOT) not in sys.path:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(ROOT))
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if str(_CHECKOUT) not in sys.path:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(_CHECKOUT))
 
-from probing_lab.models import PACKAGE_ROOT, SHIPPED_MODEL_DIR, load_model, shipped_model_dir  # noqa: E402
+from probing_lab.datasets.wsd import COARSEWSD_WORDS  # noqa: E402, F401 (the Polysemy page's presets)
+from probing_lab.models import load_model, shipped_model_dir  # noqa: E402
+from probing_lab.paths import EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR  # noqa: E402, F401
 
+ROOT = REPO_ROOT  # the pages read probes/ and runs/ under it
 MODEL_ENV = "PROBING_LAB_MODEL"  # set by `probing-lab app --model ...` (app/launch.py)
-EARLY_MODEL_DIR = PACKAGE_ROOT / "data" / "models" / "elmo-lab-early"
 FALLBACK_MODEL = "random:cpu-small"
 MAX_CHARS = 5000  # typed text beyond this is cut (with a note): the page must stay responsive
 MAX_SENTENCES = 100
@@ -79,7 +80,7 @@ def default_spec() -> tuple[ModelSpec, Optional[str]]:
     if shipped_model_dir() is not None:
         return ModelSpec(), None
     return ModelSpec(model=FALLBACK_MODEL), (
-        f"The shipped model is not in this checkout ({SHIPPED_MODEL_DIR.relative_to(PACKAGE_ROOT)} is missing), so the "
+        f"The shipped model is not in this checkout ({SHIPPED_MODEL_DIR.relative_to(REPO_ROOT)} is missing), so the "
         f"app shows a **randomly initialised** `{FALLBACK_MODEL[7:]}` ELMo: its layers reflect the architecture, not "
         "anything learned. Pick a trained model on the **Model** page."
     )
@@ -227,30 +228,6 @@ def dataset(name: str, split: str):
 
 class DataUnavailable(RuntimeError):
     pass
-
-
-COARSEWSD_WORDS = (
-    "apple",
-    "arm",
-    "bank",
-    "bass",
-    "bow",
-    "chair",
-    "club",
-    "crane",
-    "deck",
-    "digit",
-    "hood",
-    "java",
-    "mole",
-    "pitcher",
-    "pound",
-    "seal",
-    "spring",
-    "square",
-    "trunk",
-    "yard",
-)
 
 
 def fmt(value, digits: int = 3) -> str:

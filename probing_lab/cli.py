@@ -140,9 +140,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_app(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from .models import PACKAGE_ROOT
+    from .paths import APP_DIR
 
-    launch = PACKAGE_ROOT / "app" / "launch.py"  # the app lives next to the library, not inside it
+    launch = APP_DIR / "launch.py"  # the app lives next to the library, not inside it
     if not launch.is_file():
         raise FileNotFoundError(f"{launch}: the Streamlit app is missing from this checkout")
     spec = importlib.util.spec_from_file_location("probing_lab_app_launch", launch)

@@ -11,9 +11,7 @@ import torch
 
 from .elmo import ElmoBiLM, get_preset, load_checkpoint, load_hdf5_model
 from .elmo.weights import CHECKPOINT_WEIGHTS
-
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-SHIPPED_MODEL_DIR = PACKAGE_ROOT / "data" / "models" / "elmo-lab"
+from .paths import SHIPPED_MODEL_DIR
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from probing_lab import paths
 from probing_lab.datasets import (
     BROWN_UPOS,
     COARSEWSD_WORDS,
@@ -403,7 +404,9 @@ def test_unknown_name_or_split():
 
 
 def test_missing_dataset_messages(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "repo")  # no ../shared or ../registry next to it
+    # no ../shared or ../registry next to the repository
+    monkeypatch.setattr(paths, "TEAM_DATA_DIR", tmp_path / "shared" / "datasets")
+    monkeypatch.setattr(paths, "TEAM_PACKAGE_DIR", tmp_path / "registry-none")
     with pytest.raises(DatasetMissingError) as err:
         load_dataset("ewt", "dev", tmp_path)
     msg = str(err.value)

