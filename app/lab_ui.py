@@ -25,7 +25,7 @@ if str(_CHECKOUT) not in sys.path:  # run from a checkout without `pip install -
 
 from probing_lab.datasets.wsd import COARSEWSD_WORDS  # noqa: E402, F401 (the Polysemy page's presets)
 from probing_lab.models import load_model, shipped_model_dir  # noqa: E402
-from probing_lab.paths import EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR  # noqa: E402, F401
+from probing_lab.paths import EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR, WORK_DIR  # noqa: E402, F401
 
 ROOT = REPO_ROOT  # the pages read probes/ and runs/ under it
 MODEL_ENV = "PROBING_LAB_MODEL"  # set by `probing-lab app --model ...` (app/launch.py)

@@ -142,7 +142,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     from .paths import APP_DIR
 
-    launch = APP_DIR / "launch.py"  # the app lives next to the library, not inside it
+    launch = APP_DIR / "launch.py"  # app/ of the checkout, or the copy a built install carries (paths.py)
     if not launch.is_file():
         raise FileNotFoundError(f"{launch}: the Streamlit app is missing from this checkout")
     spec = importlib.util.spec_from_file_location("probing_lab_app_launch", launch)

@@ -1,6 +1,7 @@
 """Where things are: the one place that knows the repository layout and the data directory.
 
-- ``REPO_ROOT``: the checkout (or install tree) that holds ``data/``, ``probes/`` and ``app/``;
+- ``REPO_ROOT``: what holds ``data/models``, ``probes/`` and ``app/``: the checkout, or in a built
+  (non-editable) install the package's ``_resources`` folder;
 - ``SHIPPED_MODEL_DIR`` / ``EARLY_MODEL_DIR``: the lab's own model and its early snapshot;
 - ``data_dir()``: where the datasets a user brings live (``--data-dir``, ``$PROBING_LAB_DATA``, or the
   team layout's ``../shared/datasets`` next to the repository), and how it was chosen;
@@ -14,12 +15,18 @@ import os
 from pathlib import Path
 from typing import Optional
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
+# A built install carries the app, probes/ and the shipped model in probing_lab/_resources (setup.py);
+# a checkout (or an editable install) has them next to the package.
+INSTALLED = (_PACKAGE / "_resources").is_dir()
+REPO_ROOT = _PACKAGE / "_resources" if INSTALLED else _PACKAGE.parent
 SHIPPED_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab"
 EARLY_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab-early"
 PROBES_DIR = REPO_ROOT / "probes"
 APP_DIR = REPO_ROOT / "app"
 SYSTEM_WORDNET = Path("/usr/share/wordnet")
+# what the lab writes: in the checkout, or in the working directory of an installed lab
+WORK_DIR = Path.cwd() if INSTALLED else REPO_ROOT
 
 DATA_ENV = "PROBING_LAB_DATA"
 TEAM_DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"  # the team layout: ../shared/datasets

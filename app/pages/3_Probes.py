@@ -20,7 +20,7 @@ from probing_lab.probing.runs import load_metrics, metrics_rows, per_label_rows
 
 SHIPPED_RESULTS = lab_ui.ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
 # where `probing-lab probe` writes by default (run from the checkout); $PROBING_LAB_RUNS moves it
-USER_RUNS = Path(os.environ.get("PROBING_LAB_RUNS") or lab_ui.ROOT / "runs" / "probes")
+USER_RUNS = Path(os.environ.get("PROBING_LAB_RUNS") or lab_ui.WORK_DIR / "runs" / "probes")
 SOURCES = {
     "Results shipped with the lab": SHIPPED_RESULTS,
     "Your runs (runs/probes)": USER_RUNS,

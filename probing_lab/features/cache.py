@@ -25,7 +25,7 @@ from typing import Optional, Protocol, Sequence
 
 import numpy as np
 
-from ..paths import REPO_ROOT
+from ..paths import WORK_DIR
 from .activations import Activations
 
 CACHE_ENV = "PROBING_LAB_CACHE"
@@ -33,7 +33,7 @@ FORMAT_VERSION = 1
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or REPO_ROOT / "data" / "cache" / "features")
+    return Path(os.environ.get(CACHE_ENV) or WORK_DIR / "data" / "cache" / "features")
 
 
 class Encoder(Protocol):
