@@ -41,6 +41,26 @@ SPLITS: dict[str, tuple[str | None, ...]] = {
     "coarsewsd": tuple(f"{w}/{s}" for w in ("all",) + COARSEWSD_WORDS for s in ("train", "test")),
     "wordnet": (None,),
 }
+# The files of each probe dataset under a data directory, all splits: what must never enter an LM
+# pretraining corpus (probing_lab.training.exclusions reads them). Brown and WordNet are corpus
+# sources themselves and are not listed.
+EVALUATION_FILES = {
+    "ewt": ("ud-english-ewt/*.conllu",),
+    "gum": ("ud-english-gum/*.conllu",),
+    "ptb": ("ptb-sample/treebank.zip", "ptb-sample/dependency_treebank.zip", "ptb-sample/**/*.mrg"),
+    "conll2000": ("ptb-sample/conll2000.zip",),
+    "raganato": ("wsd/wsd_raganato_eval/*/*.data.xml",),
+    "coarsewsd": ("wsd/CoarseWSD-20/*/*.data.txt",),
+}
+
+
+def evaluation_files(data_dir: Path | None) -> list[Path]:
+    """Every probe dataset's files found under ``data_dir`` (see :data:`EVALUATION_FILES`)."""
+    if data_dir is None or not data_dir.is_dir():
+        return []
+    return [p for patterns in EVALUATION_FILES.values() for pattern in patterns for p in sorted(data_dir.glob(pattern))]
+
+
 # The PTB sample has no official split; by document, 80/10/10: wsj_0001-0159 / 0160-0179 / 0180-0199.
 PTB_SPLITS = {"train": range(1, 160), "dev": range(160, 180), "test": range(180, 200)}
 

@@ -59,22 +59,8 @@ def read_exclusion_file(path: Path) -> list[list[str]]:
 
 
 def default_exclusions(data_dir: Optional[Path]) -> list[Path]:
-    """Every probe dataset under a data directory, train and test alike, so that no probe sentence
-    was seen by the LM: UD EWT and GUM (all .conllu), the PTB sample (trees, dependencies,
-    CoNLL-2000 chunks), every Raganato set, CoarseWSD-20 train and test."""
-    if data_dir is None or not data_dir.is_dir():
-        return []
-    patterns = (
-        "ud-english-ewt/*.conllu",
-        "ud-english-gum/*.conllu",
-        "ptb-sample/*.zip",
-        "ptb-sample/**/*.mrg",
-        "wsd/wsd_raganato_eval/*/*.data.xml",
-        "wsd/CoarseWSD-20/*/*.data.txt",
-    )
-    return [
-        p
-        for pattern in patterns
-        for p in sorted(data_dir.glob(pattern))
-        if p.suffix != ".zip" or p.stem in _PTB_SAMPLE_ZIPS
-    ]
+    """Every probe dataset's files under a data directory, train and test alike, so that no probe
+    sentence was seen by the LM (the dataset registry says which files those are)."""
+    from ..datasets.registry import evaluation_files
+
+    return evaluation_files(data_dir)
