@@ -39,11 +39,11 @@ def best_time(fn, repeats: int) -> float:
     return min(times)
 
 
-def interleaved_best(fns: dict, repeats: int) -> dict:
+def interleaved_best(fns: dict, repeats: int, warm_up: bool = True) -> dict:
     """The best time of each function over ``repeats`` rounds that run all of them in turn, so a
     slow spell of the shared machine hits every contender alike (the ratios are what matter)."""
-    for fn in fns.values():
-        fn()  # warm-up
+    for fn in fns.values() if warm_up else ():
+        fn()
     best = {name: float("inf") for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():

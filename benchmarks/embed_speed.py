@@ -26,7 +26,6 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent))
-from elmo_inference import AllenNlpStyleCell  # noqa: E402
+from elmo_inference import AllenNlpStyleCell, interleaved_best  # noqa: E402
 
 from probing_lab.datasets import load_dataset  # noqa: E402
 from probing_lab.elmo import ElmoBiLM, Embedder, get_preset, save_checkpoint  # noqa: E402
@@ -132,28 +131,18 @@ def compare_cnn(size: str, n_words: int, repeats: int) -> None:
     with torch.no_grad():
         ref = fns["conv1d"]()
         diffs = {name: (fn() - ref).abs().max().item() / ref.abs().max().item() for name, fn in fns.items()}
-        inference = interleaved_best(fns, repeats)
+        inference = interleaved_best(fns, repeats, warm_up=False)
 
     def with_backward(fn):
         return lambda: fn().sum().backward()
 
-    training = interleaved_best({name: with_backward(fn) for name, fn in fns.items()}, repeats)
+    training = interleaved_best({name: with_backward(fn) for name, fn in fns.items()}, repeats, warm_up=False)
     for name in fns:
         print(
             f"  [{size}] char CNN {name:10s} forward {inference['conv1d'] / inference[name]:.2f}x, "
             f"forward+backward {training['conv1d'] / training[name]:.2f}x of conv1d; "
             f"max relative difference {diffs[name]:.1e}"
         )
-
-
-def interleaved_best(fns: dict, repeats: int) -> dict:
-    best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def command_run(model_dir: Path, sentences: list[list[str]], work: Path, threads: int) -> tuple[float, float]:
@@ -212,6 +201,7 @@ def main() -> None:
         times = interleaved_best(
             {"lab": lambda lab=lab: lab.embed(sentences), "allennlp": lambda allen=allen: allen.embed(sentences)},
             args.repeats,
+            warm_up=False,  # the output comparison above ran both already
         )
         ratio = times["allennlp"] / times["lab"]
         target = 2.0 if size == "small" else 1.6
