@@ -115,3 +115,11 @@ def test_char_cnn_once_per_distinct_word_equals_a_cnn_run_on_every_token(model):
     assert torch.equal(out.mask, reference.mask)
     for a, b in zip(out.layers, reference.layers):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_char_cnn_in_chunks_gives_the_same_vectors(model, monkeypatch):
+    sentences = [SHORT, LONG]
+    whole = Embedder(model).embed(sentences)
+    monkeypatch.setattr(Embedder, "CNN_CHUNK", 3)  # many chunks of 3 words
+    for a, b in zip(whole, Embedder(model).embed(sentences)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
