@@ -77,8 +77,8 @@ class ElmoEncoder:
 class Features(Activations):
     """Cached activations: ``layers`` is a read-only memory map; ``key`` and ``path`` say where."""
 
-    key: str = ""
-    path: Path = Path()
+    key: str
+    path: Path
 
 
 def cache_key(fingerprint: str, sentences: Sequence[Sequence[str]], settings: dict) -> str:

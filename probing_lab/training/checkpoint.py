@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -116,7 +117,7 @@ class Checkpointer:
             print(
                 f"{checkpoint}: no optimizer state (a warm-start state): the optimizer starts afresh at step "
                 f"{meta['step']}",
-                flush=True,
+                file=sys.stderr,
             )
         per_rank = load_file(str(checkpoint / "state.safetensors"))
         _set_rng(per_rank[f"rank{dist.rank}.rng"], self.generator)

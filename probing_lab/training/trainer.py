@@ -129,7 +129,8 @@ def train(
         meta, state = checkpointer.restore(latest)
         run.step, run.tokens_seen, run.wall_time_s = meta["step"], meta["tokens_seen"], meta["wall_time_s"]
         for name in ("metrics.jsonl", "curves.jsonl"):  # steps logged after the checkpoint will be logged again
-            truncate_jsonl(run_dir / name, run.step)
+            if dist.main:  # the one process that writes them
+                truncate_jsonl(run_dir / name, run.step)
         if meta["windows_per_epoch"] != windows_per_epoch:
             raise TrainingError(
                 f"{latest}: the corpus changed since this run started "

@@ -52,13 +52,9 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     mfs: dict = {}
     _wsd_arrays(splits["test"], "0", backoff=mfs)  # lemmas never seen in training: WordNet's first sense
     mfs.update({l: c.most_common(1)[0][0] for l, c in by_lemma.items()})
+    _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
     for key in exp.layer_keys:
-
-        def get(split, key=key):
-            return _wsd_arrays(split, key)[0]
-
-        X_tr, X_te = get(splits["train"]), get(splits["test"])
-        _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
+        X_tr, X_te = _wsd_arrays(splits["train"], key)[0], _wsd_arrays(splits["test"], key)[0]
         if exp.task == "wsd_centroid":
             pred = T.sense_centroid_predict(X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs)
         else:
@@ -66,7 +62,6 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         score = T.accuracy(pred, te_senses)  # every instance gets an answer: P = R = F1
         results[key] = {"score": score}
         report.layer_done(f"  layer {key}: F1 {score:.4f}")
-    _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
     majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
     # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
     return results, {
