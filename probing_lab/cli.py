@@ -126,7 +126,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         run = run_experiment(
             path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
         )
-        print(run)
+        print(run.path)
     return 0
 
 

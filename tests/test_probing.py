@@ -17,7 +17,7 @@ from probing_lab.features.cache import ElmoEncoder, extract_features
 from probing_lab.probing import tasks as T
 from probing_lab.probing.experiment import Experiment, ExperimentError, run_experiment
 from probing_lab.probing.probes import ProbeConfig, TorchLinearClassifier, fit_probe, online_codelength
-from probing_lab.probing.runs import load_metrics, report
+from probing_lab.probing.runs import ProbeRun, report
 from probing_lab.probing.structural import StructuralProbeConfig
 
 # "The cat sat on the mat ." with UD heads: The->cat, cat->sat, sat=root, on->mat, the->mat, mat->sat, .->sat
@@ -296,8 +296,9 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         log=lambda m: None,
         on_progress=lambda fraction, message: reports.append((fraction, message)),
     )
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["task"] == task
+    assert run == ProbeRun.load(run.path)  # the returned result is what the run directory holds
+    assert run.task == task
+    metrics = json.loads((run.path / "metrics.json").read_text())
     stages = 2 * len(metrics["layers"])  # every layer of the model, then of the random-init baseline
     assert [f for f, _ in reports] == [pytest.approx((i + 1) / stages) for i in range(stages)]
     assert all(m.startswith("layer ") for _, m in reports)
@@ -315,8 +316,8 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         assert C.shape == (metrics["n_labels"],) * 2 and C.sum() <= metrics["tokens"]["test"]
         assert np.trace(C) / metrics["tokens"]["test"] == pytest.approx(e["score"])
     for name in ("table.md", "table.csv", "plot.png", "plot.html", "seed.txt"):
-        assert (run / name).is_file(), name
-    assert "| " + task in report([run])
+        assert (run.path / name).is_file(), name
+    assert "| " + task in report([run.path])
 
 
 def test_a_random_model_runs_with_the_seed_it_was_given(tmp_path):
@@ -343,8 +344,7 @@ def test_a_random_model_runs_with_the_seed_it_was_given(tmp_path):
             progress=False,
             log=lambda m: None,
         )
-        metrics = json.loads((run / "metrics.json").read_text())
-        assert f"seed {seed}" in metrics["model"], metrics["model"]
+        assert f"seed {seed}" in run.model, run.model
         cached.append(len(list((tmp_path / "cache").iterdir())))
     assert cached[1] == 2 * cached[0]  # another model, other weights: its own features, none reused
 
@@ -418,7 +418,7 @@ def test_word_sense_run_counts_single_sense_lemmas_and_backs_off_to_their_sense(
         progress=False,
         log=lambda m: None,
     )
-    metrics = load_metrics(run)
+    metrics = run.metrics
     assert metrics["single_sense_lemmas"] == 19  # a count, not the list (WordNet's would be 22k long)
     assert metrics["single_sense_examples"] == sorted(w for w in COARSEWSD_WORDS if w != "bank")
     assert metrics["baselines"]["majority"] == 39 / 40  # one sense for both "bank"s: one of 40 contexts wrong
@@ -449,16 +449,29 @@ def test_head_selection_accuracy_by_hand():
 
 
 def test_confusion_matrix_and_per_label_rows_by_hand():
-    from probing_lab.probing.runs import per_label_rows
-
     gold = np.array([0, 0, 0, 1, 1, 2, 3])  # 3 = a test label unseen in training (index n): left out
     pred = np.array([0, 1, 0, 1, 1, 1, 0])
     C = T.confusion_matrix(gold, pred, 3)
     assert C == [[2, 1, 0], [0, 2, 0], [0, 1, 0]]
-    ordered = per_label_rows({"labels": ["NOUN", "VERB", "ADJ"], "layers": {"1": {"confusion": C}}}, "1")
+
+    def run(labels, layer_entry):
+        metrics = {"experiment": "e", "task": "upos", "dataset": "ewt", "model": "m", "labels": labels}
+        return ProbeRun.from_metrics({**metrics, "layers": {"1": layer_entry}})
+
+    ordered = run(["NOUN", "VERB", "ADJ"], {"score": 4 / 7, "confusion": C}).per_label("1")
     rows = {r["label"]: r for r in ordered}
     assert rows["NOUN"]["accuracy"] == pytest.approx(2 / 3) and rows["NOUN"]["most confused with"] == "VERB"
     assert rows["VERB"]["precision"] == pytest.approx(2 / 4) and rows["ADJ"]["accuracy"] == 0.0
     assert rows["ADJ"]["precision"] is None  # never predicted
     assert [r["label"] for r in ordered] == ["NOUN", "VERB", "ADJ"]  # by support
-    assert per_label_rows({"labels": [], "layers": {"1": {"score": 0.5}}}, "1") == []
+    assert run([], {"score": 0.5}).per_label("1") == []
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [{}, {"layers": []}, {"experiment": "e", "task": "t", "dataset": "d", "model": "m", "layers": {"1": {}}}, [1, 2]],
+)
+def test_a_metrics_file_of_the_wrong_shape_is_named(tmp_path, metrics):
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(ValueError, match="metrics"):
+        report([tmp_path])

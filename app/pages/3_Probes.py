@@ -16,7 +16,7 @@ import streamlit as st
 
 from probing_lab.probing.experiment import Experiment, run_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
-from probing_lab.probing.runs import load_metrics, metrics_rows, per_label_rows
+from probing_lab.probing.runs import ProbeRun
 
 SHIPPED_RESULTS = lab_ui.ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
 # where `probing-lab probe` writes by default (run from the checkout); $PROBING_LAB_RUNS moves it
@@ -80,7 +80,7 @@ def new_run_form() -> None:
             )
         bar = st.progress(0.0, text=f"{name}: extracting features…")
         try:
-            run_dir = run_experiment(
+            run = run_experiment(
                 exp,
                 model=spec.model,
                 model_seed=spec.seed,  # a random:PRESET model is the one the Model page shows
@@ -93,7 +93,11 @@ def new_run_form() -> None:
             st.error(str(e))
             return
         bar.progress(1.0, text=f"{name}: done")
-        st.success(f"Wrote {run_dir}. Choose “Your runs” above to see it.")
+        best = max(run.layers, key=lambda k: run.layers[k].score)
+        st.success(
+            f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
+            f"({run.layers[best].score:.3f}). Choose “Your runs” above to see it."
+        )
 
 
 new_run_form()
@@ -115,7 +119,7 @@ if not root.is_dir():
 runs, broken = {}, []
 for path in sorted(root.glob("*/metrics.json")) + sorted(root.glob("*/*/metrics.json")):
     try:
-        runs[str(path.parent.relative_to(root))] = load_metrics(path.parent)
+        runs[str(path.parent.relative_to(root))] = ProbeRun.load(path.parent)
     except Exception as e:  # noqa: BLE001 - a half-written or foreign file must not hide the others
         broken.append(f"{path}: {e}")
 if broken:
@@ -125,8 +129,8 @@ if not runs:
     st.stop()
 
 by_experiment = {}
-for name, m in runs.items():
-    by_experiment.setdefault(m.get("experiment", "?"), []).append(name)
+for name, run in runs.items():
+    by_experiment.setdefault(run.experiment, []).append(name)
 
 experiments = sorted(by_experiment)
 experiment = st.selectbox(
@@ -146,7 +150,7 @@ chosen = st.multiselect(
     names,
     default=names[:4],
     key="runs",
-    format_func=lambda n: f"{n} · {runs[n].get('model', '?')}",
+    format_func=lambda n: f"{n} · {runs[n].model}",
 )
 if not chosen:
     st.warning("Pick at least one run.")
@@ -155,20 +159,19 @@ if not chosen:
 with lab_ui.friendly_errors("The probe view"):
     selected = [runs[n] for n in chosen]
     st.plotly_chart(layer_curve_figure(selected), key="probe_curve")
-    rows = [row for m in selected for row in metrics_rows(m)]
-    st.dataframe(rows, hide_index=True)
+    st.dataframe([row for run in selected for row in run.rows()], hide_index=True)
     first = selected[0]
-    st.caption(f"task {first.get('task')} on {first.get('dataset')} · splits {first.get('splits')}")
+    st.caption(f"task {first.task} on {first.dataset} · splits {first.splits}")
 
-    with_confusion = [n for n in chosen if any("confusion" in e for e in runs[n]["layers"].values())]
+    with_confusion = [n for n in chosen if any(e.confusion for e in runs[n].layers.values())]
     if with_confusion:
         st.subheader("Confusion matrix and per-label accuracy (test split)")
         c1, c2 = st.columns(2)
         run_name = c1.selectbox(
-            "Run", with_confusion, key="confusion_run", format_func=lambda n: f"{n} · {runs[n].get('model', '?')}"
+            "Run", with_confusion, key="confusion_run", format_func=lambda n: f"{n} · {runs[n].model}"
         )
-        metrics = runs[run_name]
-        keys = [k for k, e in metrics["layers"].items() if "confusion" in e]
+        run = runs[run_name]
+        keys = [k for k, e in run.layers.items() if e.confusion]
         layer = c2.selectbox(
             "Layer",
             keys,
@@ -176,8 +179,8 @@ with lab_ui.friendly_errors("The probe view"):
             key="confusion_layer",
             format_func=lambda k: lab_ui.LAYER_HELP.get(k, k).split(":")[0],
         )
-        st.plotly_chart(confusion_figure(metrics, layer), key="confusion")
-        st.dataframe(per_label_rows(metrics, layer), hide_index=True)
+        st.plotly_chart(confusion_figure(run, layer), key="confusion")
+        st.dataframe(run.per_label(layer), hide_index=True)
         st.caption(
             "Accuracy = share of the label's test tokens the probe gets right (recall); precision = share "
             "of the tokens predicted as the label that have it."

@@ -20,7 +20,7 @@ Experiment file (see ``probes/*.toml``)::
     [probe]                    # the probe family's settings: ProbeConfig (token tasks, dep_arc,
                                # wsd_linear) or StructuralProbeConfig (structural_*); none for wsd_centroid
 
-``run_experiment(path_or_dict, model=None, out=None)`` runs it; the CLI is
+``run_experiment(path_or_dict, model=None, out=None)`` runs it and returns a ``ProbeRun``; the CLI is
 ``probing-lab probe probes/NAME.toml [--model M] [--out DIR]``.
 """
 
@@ -36,7 +36,7 @@ from typing import Callable, Optional
 
 from ..features.cache import ElmoEncoder
 from .probes import ProbeConfig
-from .runs import write_run
+from .runs import ProbeRun, write_run
 from .splits import load_splits
 from .structural import StructuralProbeConfig
 
@@ -181,9 +181,10 @@ def run_experiment(
     progress: bool = True,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     on_progress: Optional[Callable[[float, str], None]] = None,
-) -> Path:
-    """Run an experiment and write its run directory; returns the directory. ``on_progress(fraction,
-    message)`` is called after each probed layer (of the model, then of the random-init baseline)."""
+) -> ProbeRun:
+    """Run an experiment and write its run directory; returns the run (``.path`` is the directory).
+    ``on_progress(fraction, message)`` is called after each probed layer (of the model, then of the
+    random-init baseline)."""
     from ..elmo import ElmoBiLM
     from ..models import load_model
     from ..paths import data_dir as resolve_data_dir
@@ -231,6 +232,6 @@ def run_experiment(
         "seconds": round(time.perf_counter() - start, 1),
     }
     run_dir = Path(out) if out else Path("runs") / "probes" / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    write_run(run_dir, exp, metrics)
+    run = write_run(run_dir, exp, metrics)
     log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")
-    return run_dir
+    return run

@@ -6,26 +6,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..features.activations import layer_label
-from .runs import layer_order
+from .runs import ProbeRun
 
 
-def _series(metrics: dict):
-    keys = layer_order(metrics["layers"])
+def _series(run: ProbeRun):
+    keys = run.layer_keys
     labels = [layer_label(k) for k in keys]
-    score = [metrics["layers"][k]["score"] for k in keys]
-    control = [metrics["layers"][k].get("control_score") for k in keys]
-    random = [(metrics["baselines"].get("random_init") or {}).get(k) for k in keys]
+    score = [run.layers[k].score for k in keys]
+    control = [run.layers[k].control_score for k in keys]
+    random = [run.random_init.get(k) for k in keys]
     return labels, score, control, random
 
 
-def layer_curve_figure(all_metrics: list[dict]):
+def layer_curve_figure(runs: list[ProbeRun]):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for m in all_metrics:
-        labels, score, control, random = _series(m)
-        name = m["model"]
-        fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {m['task']}"))
+    for run in runs:
+        labels, score, control, random = _series(run)
+        name = run.model
+        fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {run.task}"))
         if any(c is not None for c in control):
             fig.add_trace(
                 go.Scatter(
@@ -36,10 +36,10 @@ def layer_curve_figure(all_metrics: list[dict]):
             fig.add_trace(
                 go.Scatter(x=labels, y=random, mode="lines+markers", name="random-init model", line={"dash": "dash"})
             )
-        if m["baselines"].get("majority") is not None:
-            fig.add_hline(y=m["baselines"]["majority"], line_dash="dashdot", annotation_text="majority per type")
+        if run.majority is not None:
+            fig.add_hline(y=run.majority, line_dash="dashdot", annotation_text="majority per type")
     fig.update_layout(
-        title=f"{all_metrics[0]['experiment']}: score per layer",
+        title=f"{runs[0].experiment}: score per layer",
         xaxis_title="layer",
         yaxis_title="score",
         yaxis_range=[0, 1.02],
@@ -49,40 +49,40 @@ def layer_curve_figure(all_metrics: list[dict]):
     return fig
 
 
-def save_png(all_metrics: list[dict], path: Path) -> None:
+def save_png(runs: list[ProbeRun], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    for m in all_metrics:
-        labels, score, control, random = _series(m)
-        ax.plot(labels, score, "o-", label=m["task"])
+    for run in runs:
+        labels, score, control, random = _series(run)
+        ax.plot(labels, score, "o-", label=run.task)
         if any(c is not None for c in control):
             ax.plot(labels, [c if c is not None else float("nan") for c in control], "o:", label="control task")
         if any(r is not None for r in random):
             ax.plot(labels, [r if r is not None else float("nan") for r in random], "s--", label="random-init model")
-        if m["baselines"].get("majority") is not None:
-            ax.axhline(m["baselines"]["majority"], color="grey", ls="-.", lw=1, label="majority per type")
+        if run.majority is not None:
+            ax.axhline(run.majority, color="grey", ls="-.", lw=1, label="majority per type")
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("layer")
     ax.set_ylabel("score")
-    ax.set_title(f"{all_metrics[0]['experiment']} ({all_metrics[0]['model']})", fontsize=9)
+    ax.set_title(f"{runs[0].experiment} ({runs[0].model})", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
-def confusion_figure(metrics: dict, layer: str, max_labels: int = 25):
+def confusion_figure(run: ProbeRun, layer: str, max_labels: int = 25):
     """Row-normalised test confusion of a token task at one layer (the most frequent labels)."""
     import numpy as np
     import plotly.graph_objects as go
 
-    C = np.asarray(metrics["layers"][layer]["confusion"], dtype=float)
+    C = np.asarray(run.layers[layer].confusion, dtype=float)
     keep = np.argsort(-C.sum(1), kind="stable")[:max_labels]
-    labels = [metrics["labels"][i] for i in keep]
+    labels = [run.labels[i] for i in keep]
     C = C[np.ix_(keep, keep)]
     share = C / np.maximum(C.sum(1, keepdims=True), 1)
     name = layer_label(layer)
@@ -99,7 +99,7 @@ def confusion_figure(metrics: dict, layer: str, max_labels: int = 25):
         )
     )
     fig.update_layout(
-        title=f"{metrics['experiment']} ({metrics['model']}), {name}: share of each gold label predicted as …",
+        title=f"{run.experiment} ({run.model}), {name}: share of each gold label predicted as …",
         xaxis_title="predicted",
         yaxis_title="gold",
         yaxis_autorange="reversed",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -25,51 +27,132 @@ def _fmt(v) -> str:
     return "" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
-def metrics_rows(metrics: dict) -> list[dict]:
-    rows = []
-    for key, entry in metrics["layers"].items():
-        rows.append(
+@dataclass(frozen=True)
+class LayerScore:
+    """One probed layer: test score, the control task's score and selectivity (token tasks), MDL
+    codelength in bits (when asked for), and the test confusion matrix (token tasks)."""
+
+    score: float
+    control_score: Optional[float] = None
+    selectivity: Optional[float] = None
+    mdl_bits: Optional[float] = None
+    confusion: Optional[list] = None
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """A finished probe experiment: what ``run_experiment`` returns and ``ProbeRun.load`` reads back.
+
+    ``metrics`` is the whole ``metrics.json`` (task-specific extras such as the WSD back-off live
+    there); the other fields are the parts every task has, checked when the run is read."""
+
+    experiment: str
+    task: str
+    dataset: str
+    model: str
+    seed: int
+    splits: dict
+    layers: dict[str, LayerScore]
+    majority: Optional[float]
+    random_init: dict[str, float]
+    labels: list[str]
+    seconds: float
+    metrics: dict = field(repr=False)
+    path: Optional[Path] = None
+
+    @classmethod
+    def from_metrics(cls, metrics: dict, path: Optional[Path] = None) -> "ProbeRun":
+        where = f"{path / 'metrics.json'}" if path else "metrics"
+        try:
+            layers = {
+                str(k): LayerScore(**{f: e.get(f) for f in LayerScore.__dataclass_fields__})
+                for k, e in metrics["layers"].items()
+            }
+            if not layers or any(not isinstance(v.score, (int, float)) for v in layers.values()):
+                raise ValueError("every layer needs a numeric score")
+            baselines = metrics.get("baselines") or {}
+            return cls(
+                experiment=str(metrics["experiment"]),
+                task=str(metrics["task"]),
+                dataset=str(metrics["dataset"]),
+                model=str(metrics["model"]),
+                seed=int(metrics.get("seed", 0)),
+                splits=dict(metrics.get("splits") or {}),
+                layers=layers,
+                majority=baselines.get("majority"),
+                random_init=dict(baselines.get("random_init") or {}),
+                labels=list(metrics.get("labels") or []),
+                seconds=float(metrics.get("seconds") or 0.0),
+                metrics=metrics,
+                path=path,
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ValueError(
+                f"{where} is not the metrics of a probe run ({type(e).__name__}: {e}); "
+                "it should be written by `probing-lab probe`"
+            ) from None
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "ProbeRun":
+        run_dir = Path(run_dir)
+        path = run_dir / "metrics.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{run_dir}: no metrics.json (is it a run directory of `probing-lab probe`?)")
+        try:
+            metrics = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not readable JSON ({e}); rerun the experiment") from None
+        if not isinstance(metrics, dict):
+            raise ValueError(f"{path}: not the metrics of a probe run (a JSON object is expected)")
+        return cls.from_metrics(metrics, run_dir)
+
+    @property
+    def layer_keys(self) -> list[str]:
+        return layer_order(self.layers)
+
+    def rows(self) -> list[dict]:
+        """One row per layer: score, control, selectivity, MDL and the baselines (table.csv, the app)."""
+        return [
             {
-                "model": metrics["model"],
-                "task": metrics["task"],
+                "model": self.model,
+                "task": self.task,
                 "layer": key,
-                "score": entry["score"],
-                "control_score": entry.get("control_score"),
-                "selectivity": entry.get("selectivity"),
-                "mdl_bits": entry.get("mdl_bits"),
-                "random_init": (metrics["baselines"].get("random_init") or {}).get(key),
-                "majority": metrics["baselines"].get("majority"),
+                "score": entry.score,
+                "control_score": entry.control_score,
+                "selectivity": entry.selectivity,
+                "mdl_bits": entry.mdl_bits,
+                "random_init": self.random_init.get(key),
+                "majority": self.majority,
             }
-        )
-    return rows
+            for key, entry in self.layers.items()
+        ]
+
+    def per_label(self, layer: str) -> list[dict]:
+        """A token task's test confusion at one layer -> per gold label: support, accuracy (recall),
+        precision and the label it is most often mistaken for. Empty for runs without a confusion matrix."""
+        entry = self.layers.get(layer)
+        if entry is None or not entry.confusion:
+            return []
+        C = np.asarray(entry.confusion)
+        rows = []
+        for i, label in enumerate(self.labels):
+            support, predicted_as = int(C[i].sum()), int(C[:, i].sum())
+            wrong = C[i].copy()
+            wrong[i] = 0
+            rows.append(
+                {
+                    "label": label,
+                    "support": support,
+                    "accuracy": float(C[i, i] / support) if support else None,
+                    "precision": float(C[i, i] / predicted_as) if predicted_as else None,
+                    "most confused with": self.labels[int(wrong.argmax())] if wrong.any() else "",
+                }
+            )
+        return sorted(rows, key=lambda r: -r["support"])
 
 
-def per_label_rows(metrics: dict, layer: str) -> list[dict]:
-    """A token task's test confusion at one layer -> per gold label: support, accuracy (recall),
-    precision and the label it is most often mistaken for. Empty for runs without a confusion matrix."""
-    confusion = metrics["layers"].get(layer, {}).get("confusion")
-    if not confusion:
-        return []
-    C = np.asarray(confusion)
-    labels = metrics["labels"]
-    rows = []
-    for i, label in enumerate(labels):
-        support, predicted_as = int(C[i].sum()), int(C[:, i].sum())
-        wrong = C[i].copy()
-        wrong[i] = 0
-        rows.append(
-            {
-                "label": label,
-                "support": support,
-                "accuracy": float(C[i, i] / support) if support else None,
-                "precision": float(C[i, i] / predicted_as) if predicted_as else None,
-                "most confused with": labels[int(wrong.argmax())] if wrong.any() else "",
-            }
-        )
-    return sorted(rows, key=lambda r: -r["support"])
-
-
-def write_run(run_dir: Path, exp, metrics: dict) -> None:
+def write_run(run_dir: Path, exp, metrics: dict) -> ProbeRun:
+    run = ProbeRun.from_metrics(metrics, run_dir)  # checks the shape before anything is written
     run_dir.mkdir(parents=True, exist_ok=True)
     if exp.source and Path(exp.source).is_file():
         (run_dir / "experiment.toml").write_text(Path(exp.source).read_text(encoding="utf-8"), encoding="utf-8")
@@ -79,7 +162,7 @@ def write_run(run_dir: Path, exp, metrics: dict) -> None:
         )
     (run_dir / "seed.txt").write_text(f"{exp.seed}\n")
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    rows = metrics_rows(metrics)
+    rows = run.rows()
     columns = list(rows[0])
     with open(run_dir / "table.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, columns)
@@ -90,33 +173,26 @@ def write_run(run_dir: Path, exp, metrics: dict) -> None:
     (run_dir / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     from .plots import layer_curve_figure, save_png
 
-    fig = layer_curve_figure([metrics])
+    fig = layer_curve_figure([run])
     fig.write_html(str(run_dir / "plot.html"), include_plotlyjs="cdn")
-    save_png([metrics], run_dir / "plot.png")
-
-
-def load_metrics(run_dir: str | Path) -> dict:
-    path = Path(run_dir) / "metrics.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{run_dir}: no metrics.json (is it a run directory of `probing-lab probe`?)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    save_png([run], run_dir / "plot.png")
+    return run
 
 
 def report(run_dirs: list[str | Path]) -> str:
     """Several runs -> one markdown table: rows task x model, columns the layers."""
-    all_metrics = [load_metrics(d) for d in run_dirs]
-    keys = layer_order({k for m in all_metrics for k in m["layers"]})
+    runs = [ProbeRun.load(d) for d in run_dirs]
+    keys = layer_order({k for r in runs for k in r.layers})
     header = "| task | model | " + " | ".join(layer_label(k) for k in keys) + " | majority | control (best layer) |"
     lines = [header, "|" + "---|" * (len(keys) + 4)]
-    for m in all_metrics:
-        cells = [_fmt(m["layers"].get(k, {}).get("score")) for k in keys]
-        best = max(m["layers"], key=lambda k: m["layers"][k]["score"])
+    for r in runs:
+        cells = [_fmt(r.layers[k].score if k in r.layers else None) for k in keys]
+        best = max(r.layers.values(), key=lambda e: e.score)
         lines.append(
-            f"| {m['task']} | {m['model']} | "
-            + " | ".join(cells)
-            + f" | {_fmt(m['baselines'].get('majority'))} | {_fmt(m['layers'][best].get('control_score'))} |"
+            f"| {r.task} | {r.model} | " + " | ".join(cells) + f" | {_fmt(r.majority)} | {_fmt(best.control_score)} |"
         )
-        if m["baselines"].get("random_init"):
-            ri = m["baselines"]["random_init"]
-            lines.append(f"| {m['task']} | random init | " + " | ".join(_fmt(ri.get(k)) for k in keys) + " | | |")
+        if r.random_init:
+            lines.append(
+                f"| {r.task} | random init | " + " | ".join(_fmt(r.random_init.get(k)) for k in keys) + " | | |"
+            )
     return "\n".join(lines) + "\n"
