@@ -1,5 +1,6 @@
 """``probing-lab`` command line: ``app``, ``embed``, ``demo``, ``info``, ``corpus build|fetch-help``, ``train``,
-``curves``, ``eval-lm``, ``export``, ``probe``, ``report``; ``probing-lab COMMAND --help`` for each."""
+``curves``, ``eval-lm``, ``export``, ``probe``, ``report``, ``lm score|predict|agreement``; ``probing-lab COMMAND
+--help`` for each."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
 
 log = logging.getLogger("probing_lab")
@@ -178,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     add_training_commands(sub)
+    add_lm_commands(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     _threads(args.threads)
     try:
         return args.func(args)
-    except (FileNotFoundError, ValueError, KeyError) as e:
+    except (FileNotFoundError, IsADirectoryError, ValueError, KeyError) as e:
         if args.verbose:
             raise
         message = e.args[0] if isinstance(e, KeyError) and e.args else e

@@ -268,17 +268,36 @@ def restore_warm_start(state_dir: str | Path, run_dir: str | Path) -> Path:
 
 
 def export_encoder(
-    source: str | Path, out: str | Path, dtype: torch.dtype = torch.float16, card: Optional[dict] = None
+    source: str | Path,
+    out: str | Path,
+    dtype: torch.dtype = torch.float16,
+    card: Optional[dict] = None,
+    softmax_vocab: Optional[str | Path] = None,
 ) -> Path:
-    """A training checkpoint/snapshot (or a run's latest) -> the lab's model directory: the biLM
-    without its softmax, ``dtype`` on disk, and a model card with the training facts."""
+    """A training checkpoint/snapshot (or a run's latest) -> the lab's model directory: the biLM,
+    ``dtype`` on disk, and a model card with the training facts. With ``softmax_vocab`` (the
+    corpus's ``vocab.txt``) the softmax and its words come along, for the LM features (``probing_lab.lm``)."""
     from ..elmo import save_checkpoint
+    from ..lm.model import save_softmax
+    from .vocab import Vocabulary
 
     lm, info = load_lm(source)
+    vocab = None
+    if softmax_vocab is not None:
+        vocab = Vocabulary.load(softmax_vocab, max_size=info["vocab_size"])
+        if len(vocab) != info["vocab_size"]:
+            raise TrainingError(
+                f"{softmax_vocab} has {len(vocab)} words, the model's softmax {info['vocab_size']}: "
+                "give the vocab.txt of the corpus the run was trained on"
+            )
     facts = {k: info.get(k) for k in ("step", "tokens_seen", "wall_time_s", "epoch", "total_steps", "world_size")}
     full_card = {
         "training": {**facts, "config": info["config"], "vocab_size": info["vocab_size"]},
         "dtype": str(dtype).replace("torch.", ""),
+        "softmax": vocab is not None,
     }
     full_card.update(card or {})
-    return save_checkpoint(lm.bilm, out, full_card, dtype=dtype)
+    out = save_checkpoint(lm.bilm, out, full_card, dtype=dtype)
+    if vocab is not None:
+        save_softmax(out, lm.softmax.weight, lm.softmax.bias, vocab, dtype=dtype)
+    return out

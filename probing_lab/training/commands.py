@@ -128,8 +128,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         )
         return 0
     card = json.loads(Path(args.card).read_text(encoding="utf-8")) if args.card else None
+    if args.with_softmax and not args.corpus:
+        raise ValueError("--with-softmax needs --corpus (the corpus the run was trained on: its vocab.txt)")
     out = export_encoder(
-        args.run, args.out, dtype=torch.float16 if args.dtype == "float16" else torch.float32, card=card
+        args.run,
+        args.out,
+        dtype=torch.float16 if args.dtype == "float16" else torch.float32,
+        card=card,
+        softmax_vocab=Path(args.corpus) / "vocab.txt" if args.with_softmax else None,
     )
     log.info("wrote %s", out)
     return 0
@@ -195,11 +201,15 @@ def add_training_commands(sub) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval_lm)
 
-    p = sub.add_parser("export", help="a training run -> a model directory (no softmax) the lab loads")
+    p = sub.add_parser("export", help="a training run -> a model directory the lab loads")
     p.add_argument("run", help="run directory (its latest checkpoint), checkpoint or snapshot")
     p.add_argument("--out", required=True)
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
     p.add_argument("--card", help="JSON file merged into the model card")
+    p.add_argument(
+        "--with-softmax", action="store_true", help="keep the softmax and its words (for `probing-lab lm`, the LM page)"
+    )
+    p.add_argument("--corpus", help="with --with-softmax: the corpus the run was trained on (its vocab.txt)")
     p.add_argument(
         "--warm-start",
         action="store_true",

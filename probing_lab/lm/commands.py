@@ -1,0 +1,124 @@
+"""``probing-lab lm score|predict|agreement``: the biLM as a language model from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+log = logging.getLogger("probing_lab")
+
+
+def _read_sentences(path: Path) -> list[list[str]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"--input {path}: no such file (one whitespace-tokenized sentence per line)")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 ({e.reason}); save the file as UTF-8") from None
+    sentences = [line.split() for line in lines]
+    empty = [i + 1 for i, s in enumerate(sentences) if not s]
+    if empty:
+        raise ValueError(f"{path}: line(s) {empty[:10]} are empty; give one sentence per line, with no blank lines")
+    return sentences
+
+
+def cmd_lm_score(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..fileio import atomic_path
+    from .model import load_language_model
+    from .score import score_sentences
+
+    sentences = _read_sentences(Path(args.input))
+    out = Path(args.output)
+    if out.is_dir():
+        raise IsADirectoryError(f"--output {out} is a directory; give a file name, e.g. {out / 'scores.jsonl'}")
+    lm = load_language_model(args.model, args.seed)
+    log.info("scoring %d sentences with %s", len(sentences), lm.name)
+    step = 64
+    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for start in tqdm(range(0, len(sentences), step), unit="batch", disable=args.quiet):
+            for score in score_sentences(lm, sentences[start : start + step]):
+                f.write(json.dumps(score.to_json()) + "\n")
+    log.info("wrote %s", out)
+    return 0
+
+
+def cmd_lm_predict(args: argparse.Namespace) -> int:
+    from ..text import tokenize
+    from .model import load_language_model
+    from .score import predict, score_sentences
+
+    tokens = tokenize(args.text)
+    if not tokens:
+        raise ValueError("--text is empty; give a sentence, e.g. --text 'The bank raised its rates .'")
+    lm = load_language_model(args.model, args.seed)
+    positions = range(len(tokens)) if args.position is None else [args.position]
+    if args.position is not None and not 0 <= args.position < len(tokens):
+        raise ValueError(f"--position {args.position} is outside the sentence's {len(tokens)} tokens (0-based)")
+    predictions = predict(lm, tokens, args.k)
+    (score,) = score_sentences(lm, [tokens])
+    for i in positions:
+        p = predictions[i]
+        forward = ", ".join(f"{w} {q:.2f}" for w, q in p.forward)
+        backward = ", ".join(f"{w} {q:.2f}" for w, q in p.backward)
+        unk = " (unknown word: scored as <UNK>)" if i in score.unk else ""
+        print(f"{i:>3} {p.token}{unk}")
+        print(f"    forward  (from the left):  {forward}\n    backward (from the right): {backward}")
+    print(f"perplexity: forward {score.perplexity('forward'):.1f}, backward {score.perplexity('backward'):.1f}")
+    return 0
+
+
+def cmd_lm_agreement(args: argparse.Namespace) -> int:
+    from .agreement import PAIRS_FILE, evaluate_agreement, generate_pairs, read_pairs, write_pairs
+    from .model import load_language_model
+
+    if args.write_pairs:
+        pairs = generate_pairs(args.per_construction, args.pair_seed)
+        write_pairs(pairs, args.write_pairs)
+        log.info("wrote %d pairs to %s", len(pairs), args.write_pairs)
+        return 0
+    pairs = read_pairs(args.pairs or PAIRS_FILE)
+    lm = load_language_model(args.model, args.seed)
+    log.info("%d minimal pairs, model %s", len(pairs), lm.name)
+    result = evaluate_agreement(lm, pairs)
+    print(f"subject-verb agreement, {lm.name}: share of pairs where the grammatical sentence is more probable")
+    print(result.table(), end="")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": result.model, "accuracy": result.accuracy}, indent=2) + "\n")
+    return 0
+
+
+def add_lm_commands(sub) -> None:
+    p = sub.add_parser("lm", help="the biLM as a language model: score, predict, agreement")
+    lm = p.add_subparsers(dest="lm_command", required=True)
+
+    def model_args(c):
+        c.add_argument("--model", help="model directory with a softmax, or random:PRESET (default: the shipped model)")
+        c.add_argument("--seed", type=int, default=0, help="seed of a random:PRESET model")
+
+    c = lm.add_parser("score", help="log P of every token from each direction, one JSON line per input line")
+    c.add_argument("--input", required=True, help="text file, one whitespace-tokenized sentence per line")
+    c.add_argument("--output", required=True, help="JSON-lines file to write")
+    c.add_argument("--quiet", action="store_true")
+    model_args(c)
+    c.set_defaults(func=cmd_lm_score)
+
+    c = lm.add_parser("predict", help="the top-k words each direction expects at each position")
+    c.add_argument("--text", required=True, help="a sentence (tokenized like the app does)")
+    c.add_argument("--position", type=int, help="only this token position (0-based)")
+    c.add_argument("-k", type=int, default=5)
+    model_args(c)
+    c.set_defaults(func=cmd_lm_predict)
+
+    c = lm.add_parser("agreement", help="subject-verb agreement accuracy per construction and direction")
+    c.add_argument("--pairs", help="minimal pairs JSON-lines (default: data/agreement/subject_verb.jsonl)")
+    c.add_argument("--json", help="also write the accuracies to this JSON file")
+    c.add_argument("--write-pairs", metavar="FILE", help="instead: generate the minimal pairs into FILE")
+    c.add_argument("--per-construction", type=int, default=240, help="pairs per construction (with --write-pairs)")
+    c.add_argument("--pair-seed", type=int, default=0, help="generator seed (with --write-pairs)")
+    model_args(c)
+    c.set_defaults(func=cmd_lm_agreement)

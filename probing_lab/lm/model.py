@@ -1,0 +1,104 @@
+"""A biLM together with the softmax both its directions share, and the vocabulary it scores.
+
+A model directory carries its softmax as two extra files next to ``model.safetensors``:
+``softmax.safetensors`` (``weight (V, proj)``, ``bias (V,)``) and ``vocab.txt`` (its V words,
+``<S>``, ``</S>``, ``<UNK>`` first). ``probing-lab export RUN --with-softmax --corpus C`` writes them.
+Released ELMo weights and random-init presets come without one; a random-init baseline gets a
+random softmax over the shipped model's vocabulary, so that it scores the same words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..elmo import ElmoBiLM, get_preset, load_checkpoint
+from ..fileio import atomic_path
+from ..paths import SHIPPED_MODEL_DIR
+from ..training.vocab import Vocabulary
+
+SOFTMAX_WEIGHTS = "softmax.safetensors"
+SOFTMAX_VOCAB = "vocab.txt"
+
+
+class NoSoftmaxError(ValueError):
+    """The model has no language-model softmax, so it cannot score or predict words."""
+
+
+@dataclass
+class LanguageModel:
+    bilm: ElmoBiLM
+    weight: torch.Tensor  # (V, proj)
+    bias: torch.Tensor  # (V,)
+    vocab: Vocabulary
+    name: str
+
+    def log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """``h (..., proj)`` top-layer states -> log-probabilities over the vocabulary (full softmax)."""
+        return torch.log_softmax(torch.nn.functional.linear(h, self.weight, self.bias), dim=-1)
+
+
+def save_softmax(
+    directory: str | Path, weight: torch.Tensor, bias: torch.Tensor, vocab: Vocabulary, dtype=torch.float16
+) -> None:
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    if weight.shape[0] != len(vocab) or bias.shape != (len(vocab),):
+        raise ValueError(f"softmax of {weight.shape[0]} rows for a vocabulary of {len(vocab)} words")
+    tensors = {"weight": weight.detach().to(dtype).contiguous().cpu(), "bias": bias.detach().to(dtype).contiguous()}
+    with atomic_path(directory / SOFTMAX_WEIGHTS) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "probing-lab-softmax"})
+    vocab.save(directory / SOFTMAX_VOCAB)
+
+
+def _load_softmax(directory: Path, proj_dim: int) -> tuple[torch.Tensor, torch.Tensor, Vocabulary]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not (directory / SOFTMAX_WEIGHTS).is_file() or not (directory / SOFTMAX_VOCAB).is_file():
+        raise NoSoftmaxError(
+            f"{directory} has no language-model softmax ({SOFTMAX_WEIGHTS} and {SOFTMAX_VOCAB}), so it cannot "
+            "score or predict words. Export a training run with `probing-lab export RUN --out DIR --with-softmax "
+            "--corpus CORPUS`; released ELMo weights come without their softmax."
+        )
+    try:
+        tensors = load_file(str(directory / SOFTMAX_WEIGHTS))
+        weight, bias = tensors["weight"].float(), tensors["bias"].float()
+    except (SafetensorError, OSError, KeyError) as e:
+        raise ValueError(
+            f"{directory / SOFTMAX_WEIGHTS}: cannot be read ({e}); the file is truncated or corrupt"
+        ) from None
+    vocab = Vocabulary.load(directory / SOFTMAX_VOCAB)
+    if weight.shape != (len(vocab), proj_dim) or bias.shape != (len(vocab),):
+        raise ValueError(
+            f"{directory / SOFTMAX_WEIGHTS}: shape {tuple(weight.shape)} does not fit {len(vocab)} words of "
+            f"{SOFTMAX_VOCAB} and the model's projection of {proj_dim}"
+        )
+    return weight, bias, vocab
+
+
+def load_language_model(model: Optional[str] = None, seed: int = 0) -> LanguageModel:
+    """``model`` as everywhere in the lab (a model directory, ``random:PRESET``, or the shipped
+    model when None); raises :class:`NoSoftmaxError` when it has no softmax."""
+    if model is not None and model.startswith("random:"):
+        generator = torch.Generator().manual_seed(seed)
+        bilm = ElmoBiLM(get_preset(model.split(":", 1)[1]))
+        bilm.reset_parameters(generator)
+        if not (SHIPPED_MODEL_DIR / SOFTMAX_VOCAB).is_file():
+            raise NoSoftmaxError(
+                f"a random-init language model borrows the shipped vocabulary, and {SHIPPED_MODEL_DIR} has none"
+            )
+        vocab = Vocabulary.load(SHIPPED_MODEL_DIR / SOFTMAX_VOCAB)
+        dim = bilm.options.projection_dim
+        weight = torch.randn(len(vocab), dim, generator=generator) / math.sqrt(dim)  # as SoftmaxHead starts
+        return LanguageModel(bilm.eval(), weight, torch.zeros(len(vocab)), vocab, f"{model} (seed {seed})")
+    directory = Path(model) if model is not None else SHIPPED_MODEL_DIR
+    bilm = load_checkpoint(directory)
+    weight, bias, vocab = _load_softmax(directory, bilm.options.projection_dim)
+    name = f"shipped:{directory.name}" if model is None else f"checkpoint:{model}"
+    return LanguageModel(bilm.eval(), weight, bias, vocab, name)
