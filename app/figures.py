@@ -131,3 +131,47 @@ def layer_bars(values: dict, title: str, yaxis: str) -> go.Figure:
         fig.add_trace(go.Bar(x=[layer_label(k) for k in keys], y=[per_layer[k] for k in keys], name=name))
     fig.update_layout(title=title, yaxis_title=yaxis, barmode="group", height=340, template="plotly_white")
     return fig
+
+
+def surprisal_strip(tokens: Sequence[str], bits: dict, hover: dict) -> go.Figure:
+    """One row per direction, one cell per token, coloured by surprisal in bits; ``hover[direction][i]``
+    is the text shown over a cell (the direction's top predictions there)."""
+    rows = list(bits)
+    z = np.array([bits[r] for r in rows])
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(len(tokens))),
+            y=rows,
+            text=[list(tokens) for _ in rows],
+            texttemplate="%{text}",
+            customdata=np.array([hover[r] for r in rows], dtype=object),
+            hovertemplate="<b>%{text}</b> (%{y}): %{z:.1f} bits<br>%{customdata}<extra></extra>",
+            colorscale="YlOrRd",
+            zmin=0,
+            zmax=max(16.0, float(z.max())),
+            colorbar={"title": "bits"},
+        )
+    )
+    fig.update_layout(
+        title="Surprisal of each word: -log2 P(word | what this direction has read)",
+        xaxis={"showticklabels": False, "title": "position"},
+        yaxis={"autorange": "reversed"},
+        template="plotly_white",
+        height=260,
+        margin={"t": 50, "b": 30},
+    )
+    return fig
+
+
+def agreement_bars(accuracy: dict, title: str) -> go.Figure:
+    """Accuracy per construction (x) for each direction (colour), chance at 0.5."""
+    constructions = [c for c in accuracy if c != "overall"] + ["overall"]
+    fig = go.Figure()
+    for direction in ("forward", "backward", "both"):
+        fig.add_trace(go.Bar(x=constructions, y=[accuracy[c][direction] for c in constructions], name=direction))
+    fig.add_hline(y=0.5, line_dash="dot", annotation_text="chance")
+    fig.update_layout(
+        title=title, yaxis={"range": [0, 1], "title": "accuracy"}, barmode="group", template="plotly_white", height=380
+    )
+    return fig

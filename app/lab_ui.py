@@ -132,6 +132,23 @@ def _load_bundle(model: Optional[str], options: Optional[str], weights: Optional
     )
 
 
+@st.cache_resource(show_spinner="Loading the language model…", max_entries=4)
+def _load_language_model(model: Optional[str], seed: int):
+    from probing_lab.lm.model import load_language_model
+
+    return load_language_model(model, seed)
+
+
+def language_model(spec: ModelSpec):
+    """The current model with its softmax (``probing_lab.lm``), or raises ``NoSoftmaxError`` with a
+    message fit to show (released ELMo weights come without one)."""
+    from probing_lab.lm.model import NoSoftmaxError
+
+    if spec.options:
+        raise NoSoftmaxError("released ELMo weights come without their softmax, so they cannot score words")
+    return _load_language_model(spec.model, spec.seed)
+
+
 def card_summary(card: dict) -> list[dict]:
     """The facts of a model card a reader wants first, as rows (missing ones are left out)."""
     training, heldout, corpus = card.get("training") or {}, card.get("heldout") or {}, card.get("corpus") or {}

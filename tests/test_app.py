@@ -22,7 +22,8 @@ PAGES = {
     "clustering": APP / "pages" / "2_Layer_clustering.py",
     "probes": APP / "pages" / "3_Probes.py",
     "explorer": APP / "pages" / "4_Sentence_explorer.py",
-    "model": APP / "pages" / "5_Model.py",
+    "model": APP / "pages" / "6_Model.py",
+    "lm": APP / "pages" / "5_Language_model.py",
 }
 TIMEOUT = 180
 sys.path.insert(0, str(APP))
@@ -359,6 +360,58 @@ def test_sentence_explorer_bad_input():
     assert "Type some text" in texts(ok(at).warning)
     at.text_area(key="text").input("This is a sentence with words. " * 30).run()
     assert "tokens; the first" in texts(ok(at).info) and len(charts(at)) == 2
+
+
+# --- Language model -----------------------------------------------------------------------------
+
+
+def _tiny_lm_dir(path: Path) -> Path:
+    import torch
+    from conftest import TINY_MODEL
+
+    from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
+    from probing_lab.lm.model import save_softmax
+    from probing_lab.training.vocab import Vocabulary
+
+    bilm = ElmoBiLM(ElmoOptions.from_dict(TINY_MODEL))
+    save_checkpoint(bilm, path)
+    words = ["<S>", "</S>", "<UNK>", "The", "the", "keys", "to", "cabinet", "are", "is", "on", "table", "."]
+    generator = torch.Generator().manual_seed(0)
+    save_softmax(path, torch.randn(len(words), 8, generator=generator), torch.zeros(len(words)), Vocabulary(words))
+    return path
+
+
+def test_lm_page_scores_each_direction_and_runs_the_agreement_test(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROBING_LAB_MODEL", str(_tiny_lm_dir(tmp_path / "lm")))
+    at = ok(run("lm"))
+    assert len(charts(at)) == 1  # the surprisal strip
+    rows = frame(at)
+    assert list(rows["token"][:3]) == ["The", "keys", "to"] and len(rows) == 10
+    assert (rows["forward bits"] > 0).all() and (rows["backward bits"] > 0).all()
+    assert {m.label for m in at.metric} >= {"Perplexity, forward", "Perplexity, backward"}
+    assert [m.value for m in at.metric if m.label.startswith("Unknown")] == ["0"]
+    at.text_input(key="lm_text").input("The zebras are here .").run()
+    assert [m.value for m in ok(at).metric if m.label.startswith("Unknown")] == ["2"]  # zebras, here
+    assert "(<UNK>)" in " ".join(frame(at)["token"])
+    at.button(key="run_agreement").click().run()
+    ok(at)
+    assert len(charts(at)) == 2
+    agreement = frame(at, 2)  # after the token table and the construction list
+    assert list(agreement["construction"])[-1] == "overall" and agreement["pairs"].iloc[-1] == 1200
+    assert agreement["forward"].between(0, 1).all()
+    at.text_input(key="lm_text").input("   ").run()
+    assert "Type a sentence" in texts(ok(at).warning)
+
+
+def test_lm_page_says_when_a_model_has_no_softmax(tmp_path, monkeypatch):
+    from conftest import TINY_MODEL
+
+    from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
+
+    save_checkpoint(ElmoBiLM(ElmoOptions.from_dict(TINY_MODEL)), tmp_path / "encoder")
+    monkeypatch.setenv("PROBING_LAB_MODEL", str(tmp_path / "encoder"))
+    at = ok(run("lm"))
+    assert "no language-model softmax" in texts(at.info) and not charts(at)
 
 
 # --- Model ------------------------------------------------------------------------------------

@@ -125,3 +125,15 @@ def test_tour_page_in_chromium(app_url, browser):
     no_exception(page)
     snapshot(page, "tour.png", 2600)
     page.close()
+
+
+def test_language_model_page_in_chromium(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/Language_model", wait_until="networkidle")
+    page.get_by_text("Language model: what each direction predicts").wait_for(timeout=120_000)
+    settle(page)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the surprisal strip
+    page.get_by_text("Perplexity, forward").wait_for(timeout=30_000)
+    no_exception(page)
+    snapshot(page, "language-model.png", 2000)
+    page.close()

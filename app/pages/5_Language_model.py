@@ -1,0 +1,112 @@
+"""Language model: ELMo is two language models. Per word, how surprised each direction is and what it
+expected instead; the sentence's perplexity per direction; and subject-verb agreement minimal pairs."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import math
+
+import figures
+import lab_ui
+import streamlit as st
+
+from probing_lab.lm.agreement import DESCRIPTIONS, evaluate_agreement, read_pairs
+from probing_lab.lm.model import NoSoftmaxError
+from probing_lab.lm.score import predict, score_sentences
+from probing_lab.text import tokenize
+
+MAX_TOKENS = 60  # one sentence; a strip beyond this is unreadable
+DEFAULT = "The keys to the cabinet are on the table ."
+
+lab_ui.page("Language model: what each direction predicts")
+st.markdown(
+    "ELMo's biLM is **two language models** that share the word (L0) layer and the softmax. The **forward** LM "
+    "reads left to right and, at each word, predicts it from the words *before* it; the **backward** LM reads "
+    "right to left and predicts each word from the words *after* it. Neither sees the word it predicts. "
+    "L1 and L2 are the concatenation of the two LMs' states, which is why a layer knows both sides of a word. "
+    "Surprisal is -log2 P(word): 1 bit is a coin flip, 10 bits is a 1-in-1,000 guess."
+)
+
+spec = lab_ui.current_spec()
+try:
+    lm = lab_ui.language_model(spec)
+except NoSoftmaxError as e:
+    st.info(f"{spec.label} has no language-model softmax: {e}")
+    st.markdown("Choose the shipped model or a random-init model on the **Model** page.")
+    st.stop()
+except Exception as e:  # noqa: BLE001 - every load failure becomes a message
+    st.error(lab_ui.model_error(spec, e))
+    st.stop()
+
+text = st.text_input("A sentence", DEFAULT, key="lm_text")
+tokens = tokenize(lab_ui.limit_text(text, 1000)[0])
+if not tokens:
+    st.warning("Type a sentence to score.")
+    st.stop()
+if len(tokens) > MAX_TOKENS:
+    st.info(f"The sentence has {len(tokens)} tokens; the first {MAX_TOKENS} are scored.")
+    tokens = tokens[:MAX_TOKENS]
+
+
+@st.cache_data(show_spinner="Scoring…", max_entries=32)
+def scored(spec_key, tokens, _lm):
+    (score,) = score_sentences(_lm, [list(tokens)])
+    return score, predict(_lm, list(tokens), k=5)
+
+
+with lab_ui.friendly_errors("The language-model view"):
+    score, predictions = scored(lab_ui.spec_key(spec), tuple(tokens), lm)
+    bits = {
+        "forward": [-x / math.log(2) for x in score.forward_logprob],
+        "backward": [-x / math.log(2) for x in score.backward_logprob],
+    }
+    hover = {
+        d: ["<br>".join(f"{word}: {prob:.1%}" for word, prob in getattr(pred, d)) for pred in predictions]
+        for d in ("forward", "backward")
+    }
+    st.plotly_chart(figures.surprisal_strip(tokens, bits, hover), key="strip")
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Perplexity, forward", f"{score.perplexity('forward'):.1f}")
+    c2.metric("Perplexity, backward", f"{score.perplexity('backward'):.1f}")
+    c3.metric("Unknown words (scored as <UNK>)", len(score.unk))
+    st.caption(
+        f"Model: {lm.name}, a vocabulary of {len(lm.vocab):,} words. Hover over a cell for the five words that "
+        "direction found most probable there. Perplexity counts the sentence's end too."
+    )
+    rows = [
+        {
+            "position": p.position,
+            "token": p.token + (" (<UNK>)" if p.position in score.unk else ""),
+            "forward bits": round(bits["forward"][p.position], 2),
+            "forward expected": ", ".join(w for w, _ in p.forward),
+            "backward bits": round(bits["backward"][p.position], 2),
+            "backward expected": ", ".join(w for w, _ in p.backward),
+        }
+        for p in predictions
+    ]
+    st.dataframe(rows, hide_index=True)
+
+st.subheader("Subject-verb agreement")
+st.markdown(
+    "A minimal pair differs only in the verb's number: *The author near the guards **laughs*** / "
+    "*\\*laugh*. The model passes a pair when it gives the grammatical sentence the higher probability. "
+    "The forward LM must carry the subject's number past the words in between; in the attractor constructions "
+    "a noun of the other number stands in the way. LSTM LMs get about 80% on agreement in BLiMP "
+    "(docs/published-results.md)."
+)
+st.dataframe([{"construction": k, "example": v} for k, v in DESCRIPTIONS.items()], hide_index=True)
+
+
+results = st.session_state.setdefault("agreement_results", {})  # spec key -> accuracy, for this session
+key = lab_ui.spec_key(spec)
+if st.button("Evaluate agreement on this model (1,200 pairs, about half a minute)", key="run_agreement"):
+    with lab_ui.friendly_errors("The agreement test"):
+        bar = st.progress(0.0, text="Scoring 1,200 minimal pairs…")
+        result = evaluate_agreement(lm, read_pairs(), on_progress=lambda f: bar.progress(f, text="Scoring pairs…"))
+        bar.empty()
+        results[key] = result.accuracy
+if key in results:
+    st.plotly_chart(figures.agreement_bars(results[key], f"Agreement accuracy, {lm.name}"), key="agreement")
+    st.dataframe([{"construction": k, **v} for k, v in results[key].items()], hide_index=True)
