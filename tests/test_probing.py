@@ -232,6 +232,10 @@ def test_experiment_file_errors_name_the_problem(tmp_path):
         Experiment.from_dict({**base, "task": "sentiment"})
     with pytest.raises(ExperimentError, match="unknown layer"):
         Experiment.from_dict({**base, "layers": [0, "top"]})
+    with pytest.raises(ExperimentError, match="unknown layer '0f'.*direction halves"):
+        Experiment.from_dict({**base, "layers": ["0f"]})  # L0 has no halves
+    with pytest.raises(ExperimentError, match=r"layer\(s\) \['3b'\] do not exist"):
+        run_experiment({**base, "layers": [1, "3b"]}, model="random:cpu-tiny")
     with pytest.raises(ExperimentError, match=r"layer\(s\) \[3\] do not exist; the model has layers 0-2"):
         run_experiment({**base, "layers": [0, 3]}, model="random:cpu-tiny")  # layers come from the model
     with pytest.raises(ExperimentError, match="unknown probe option"):
@@ -475,3 +479,69 @@ def test_a_metrics_file_of_the_wrong_shape_is_named(tmp_path, metrics):
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     with pytest.raises(ValueError, match="metrics"):
         report([tmp_path])
+
+
+def test_direction_halves_are_the_two_halves_of_a_layer():
+    from probing_lab.features.activations import Activations, layer_keys, layer_label
+
+    layers = np.arange(3 * 2 * 4, dtype=np.float32).reshape(3, 2, 4)
+    acts = Activations(layers, np.array([0, 2]))
+    assert np.array_equal(acts.layer("1f"), layers[1][:, :2]) and np.array_equal(acts.layer("2b"), layers[2][:, 2:])
+    assert np.array_equal(np.concatenate([acts.layer("2f"), acts.layer("2b")], axis=1), acts.layer("2"))
+    with pytest.raises(ValueError, match="L0 has no direction halves"):
+        acts.layer("0f")
+    assert layer_label("1f") == "L1 forward" and layer_label("2b") == "L2 backward" and layer_label("mix") == "mix"
+    assert layer_keys(3, halves=True) == ["0", "1", "1f", "1b", "2", "2f", "2b", "mean"]
+    from probing_lab.probing.runs import layer_order
+
+    assert layer_order(["mix", "2b", "1", "2", "1b", "0", "1f", "2f"]) == ["0", "1", "1f", "1b", "2", "2f", "2b", "mix"]
+    assert Experiment.from_dict(
+        {"name": "x", "task": "upos", "dataset": "ewt", "layers": [1, "1f", "2b"]}
+    ).layer_keys == [
+        "1",
+        "1f",
+        "2b",
+    ]
+
+
+def test_agreement_dataset_labels_one_verb_per_sentence_and_splits_by_subject():
+    from probing_lab.datasets import load_dataset
+    from probing_lab.lm.agreement import NOUNS
+
+    splits = {name: load_dataset("agreement", name) for name in ("train", "dev", "test")}
+    singular = {form: pair[0] for pair in NOUNS for form in pair}
+    subjects = {name: {singular[s.tokens[1].form] for s in sentences} for name, sentences in splits.items()}
+    assert not (subjects["train"] & subjects["test"]) and not (subjects["dev"] & subjects["test"])
+    assert len(subjects["test"]) == 4 and len(subjects["train"]) == 12
+    for sentences in splits.values():
+        labels = T.token_labels(sentences, "subject_number")
+        assert sum(label is not None for label in labels) == len(sentences)  # one labelled token (the verb) each
+        # both members of each pair: the verb's form says nothing about the label
+        verbs = Counter((t.form, t.extra["subject_number"]) for s in sentences for t in s.tokens if t.extra)
+        assert (
+            verbs[("is", "singular")] == verbs[("are", "singular")]
+            and verbs[("is", "plural")] == verbs[("are", "plural")]
+        )
+
+
+def test_number_probe_runs_on_the_labelled_verbs_only_with_halves(tmp_path):
+    from probing_lab.datasets import load_dataset
+
+    exp = {
+        "name": "number",
+        "task": "subject_number",
+        "dataset": "agreement",
+        "layers": [0, "1f", "1b"],
+        "probe": {"epochs": 3},
+        "mdl": False,
+        "random_init": False,
+        "max_train_sentences": 200,
+    }
+    run = run_experiment(exp, model="random:cpu-tiny", out=tmp_path / "run", cache_dir=tmp_path / "c", progress=False,
+                         log=lambda m: None)  # fmt: skip
+    assert run.layer_keys == ["0", "1f", "1b"]
+    assert run.metrics["tokens"]["train"] == 200  # one labelled verb per sentence, the other tokens skipped
+    assert run.metrics["tokens"]["test"] == len(load_dataset("agreement", "test"))
+    assert set(run.labels) == {"singular", "plural"}
+    assert all(0 <= e.score <= 1 and e.control_score is not None for e in run.layers.values())
+    assert run.majority == pytest.approx(0.5, abs=0.05)  # the verb forms of both numbers are balanced

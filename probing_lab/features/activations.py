@@ -3,27 +3,47 @@ on-disk cache) and the analysis views (in memory) share.
 
 ``layers`` is ``(n_layers, n_tokens, dim)``, every sentence's tokens in order, and sentence ``i``
 is rows ``offsets[i]:offsets[i+1]``. Keys name what a view can show: ``"0"`` (the char-CNN type
-layer), ``"1"``, ``"2"``, ... (the biLSTM layers) and ``"mean"``, the plain average of the layers
+layer), ``"1"``, ``"2"``, ... (the biLSTM layers), their direction halves ``"1f"``, ``"1b"``, ``"2f"``,
+``"2b"`` (the forward LM's state, which has read the words up to the token, and the backward LM's,
+which has read the words from it to the end) and ``"mean"``, the plain average of the layers
 (an *untrained* scalar mix: with no task to fit it to, equal weights are the neutral choice). The
 probes' ``"mix"`` is different: a scalar mix learned with the probe (see ``probing.probes``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 MEAN = "mean"
+HALF = re.compile(r"^(\d+)([fb])$")  # "1f": the forward half of L1
+DIRECTIONS = {"f": "forward", "b": "backward"}
 
 
-def layer_keys(n_layers: int) -> list[str]:
-    return [str(i) for i in range(n_layers)] + [MEAN]
+def layer_keys(n_layers: int, halves: bool = False) -> list[str]:
+    """The model's layers, with ``halves`` their direction halves after them, then "mean"."""
+    keys = []
+    for i in range(n_layers):
+        keys.append(str(i))
+        if halves and i > 0:
+            keys += [f"{i}f", f"{i}b"]
+    return keys + [MEAN]
+
+
+def split_half(key: str) -> tuple[int, str] | None:
+    """``"2b"`` -> ``(2, "b")``; None for a whole layer, "mean" or "mix"."""
+    m = HALF.match(str(key))
+    return (int(m.group(1)), m.group(2)) if m else None
 
 
 def layer_label(key: str) -> str:
-    """``"1"`` -> ``"L1"``; ``"mean"`` and ``"mix"`` stay as they are."""
+    """``"1"`` -> ``"L1"``, ``"1f"`` -> ``"L1 forward"``; ``"mean"`` and ``"mix"`` stay as they are."""
+    half = split_half(key)
+    if half:
+        return f"L{half[0]} {DIRECTIONS[half[1]]}"
     return f"L{key}" if str(key).isdigit() else str(key)
 
 
@@ -45,9 +65,17 @@ class Activations:
         return self.layers[:, self.offsets[i] : self.offsets[i + 1]]
 
     def layer(self, key: str) -> np.ndarray:
-        """``(n_tokens, dim)`` float32 of one layer, or of their mean."""
+        """``(n_tokens, dim)`` float32 of one layer or of their mean; ``(n_tokens, dim / 2)`` of a half."""
         if key == MEAN:
             return np.asarray(self.layers, dtype=np.float32).mean(axis=0)
+        half = split_half(key)
+        if half:
+            k, direction = half
+            if k == 0:
+                raise ValueError("L0 has no direction halves (both halves are the same type vector)")
+            width = self.layers.shape[-1] // 2
+            columns = slice(0, width) if direction == "f" else slice(width, None)
+            return np.ascontiguousarray(self.layers[k][:, columns], dtype=np.float32)
         return np.asarray(self.layers[int(key)], dtype=np.float32)
 
     def by_key(self) -> dict[str, np.ndarray]:

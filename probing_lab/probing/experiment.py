@@ -3,14 +3,15 @@
 Experiment file (see ``probes/*.toml``)::
 
     name = "pos_ewt"
-    task = "upos"              # upos | xpos | deprel | const_depth | structural_distance |
-                               # structural_depth | wsd_centroid | wsd_linear
+    task = "upos"              # upos | xpos | deprel | const_depth | subject_number | dep_arc |
+                               # structural_distance | structural_depth | wsd_centroid | wsd_linear
     dataset = "ewt"            # a name known to probing_lab.datasets.load_dataset
     train = "train"            # splits (for WSD sets: e.g. "bank/train")
     dev = "dev"
     test = "test"
     train_dataset = "..."      # optional: train (dev, test) from another dataset
-    layers = [0, 1, 2, "mix"]  # "mix": a scalar mix learned with the probe; "mean": the layers' average
+    layers = [0, 1, 2, "mix"]  # "mix": a scalar mix learned with the probe; "mean": the layers' average;
+                               # "1f", "1b", "2f", "2b": the forward / backward half of L1, L2
     seed = 0
     max_train_sentences = 0    # 0 = all
     control = true             # Hewitt & Liang control task + selectivity (token tasks)
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..features.activations import split_half
 from ..features.cache import ElmoEncoder
 from .probes import ProbeConfig
 from .runs import ProbeRun, write_run
@@ -94,9 +96,12 @@ class Experiment:
             )
             exp.layers = ["mean" if layer == "mix" else layer for layer in exp.layers]
         for layer in exp.layers:  # the model's layer count is checked when it is loaded
-            named = layer in ("mix", "mean")
+            named = layer in ("mix", "mean") or (isinstance(layer, str) and (split_half(layer) or (0,))[0] > 0)
             if not (named or (isinstance(layer, int) and not isinstance(layer, bool) and layer >= 0)):
-                raise ExperimentError(f'{where}: unknown layer {layer!r}; layers are 0, 1, 2, ..., "mix" and "mean"')
+                raise ExperimentError(
+                    f'{where}: unknown layer {layer!r}; layers are 0, 1, 2, ..., their direction halves "1f", '
+                    '"1b", "2f", "2b", ..., "mix" and "mean"'
+                )
         if exp.task == "dep_arc" and "mix" in exp.layers:
             raise ExperimentError(
                 f"{where}: dep_arc runs on single layers (pair features of a mix would not fit in memory)"
@@ -162,7 +167,8 @@ class RunProgress:
 def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report) -> tuple[dict, dict]:
     from .runners import RUNNERS
 
-    too_deep = [layer for layer in exp.layers if isinstance(layer, int) and layer >= encoder.n_layers]
+    numbers = {layer: layer if isinstance(layer, int) else (split_half(layer) or (-1,))[0] for layer in exp.layers}
+    too_deep = [layer for layer, k in numbers.items() if k >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"

@@ -15,12 +15,21 @@ from typing import Optional
 
 import numpy as np
 
-from ..features.activations import layer_label
+from ..features.activations import layer_label, split_half
 
 
 def layer_order(keys) -> list[str]:
-    """Layer keys in reading order: the model's layers by number, then "mean" and "mix"."""
-    return sorted(keys, key=lambda k: (not str(k).isdigit(), int(k) if str(k).isdigit() else 0, str(k)))
+    """Layer keys in reading order: the model's layers by number, each followed by its forward and
+    backward halves, then "mean" and "mix"."""
+
+    def rank(key):
+        key = str(key)
+        half = split_half(key)
+        if half:
+            return (0, half[0], 1 if half[1] == "f" else 2, key)
+        return (0, int(key), 0, key) if key.isdigit() else (1, 0, 0, key)
+
+    return sorted(keys, key=rank)
 
 
 def _fmt(v) -> str:

@@ -23,17 +23,21 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth")
+TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth", "subject_number")
+SPARSE_TASKS = ("subject_number",)  # only some tokens are labelled (the verb); the others are skipped
 
 
-def token_labels(sentences, task: str) -> list[str]:
-    """One label per token, all sentences concatenated."""
+def token_labels(sentences, task: str) -> list[Optional[str]]:
+    """One label per token, all sentences concatenated (None for the unlabelled tokens of a sparse task)."""
     if task not in TOKEN_TASKS:
         raise ValueError(f"unknown token task {task!r}; choose one of {list(TOKEN_TASKS)}")
     labels = []
     for s in sentences:
         for t in s.tokens:
-            value = t.extra.get(task) if task == "const_depth" else getattr(t, task)
+            value = t.extra.get(task) if task in ("const_depth", *SPARSE_TASKS) else getattr(t, task)
+            if value is None and task in SPARSE_TASKS:
+                labels.append(None)
+                continue
             if value is None:
                 raise ValueError(f"{s.source} sentence {s.id}: token {t.form!r} has no {task} label")
             if task == "deprel":

@@ -1,5 +1,6 @@
-"""Token tasks (UPOS, XPOS, dependency relation, constituency depth): a softmax probe per layer,
-the control task and selectivity, online-code MDL, the majority label per word type.
+"""Token tasks (UPOS, XPOS, dependency relation, constituency depth, the subject's number at the
+verb): a softmax probe per layer, the control task and selectivity, online-code MDL, the majority
+label per word type. A sparse task (``tasks.SPARSE_TASKS``) probes only its labelled tokens.
 
 ``run(exp, splits, with_controls, log) -> (metrics per layer, extra)``; ``extra["majority"]`` is the
 task's simple baseline (or None)."""
@@ -16,20 +17,38 @@ from ..probes import fit_probe, online_codelength
 TASKS = T.TOKEN_TASKS
 
 
+def _labelled(split, task: str) -> tuple[list[str], list[str], np.ndarray | None]:
+    """The labels and words of a split's labelled tokens, and their rows (None: every token)."""
+    labels = T.token_labels(split.sentences, task)
+    if task not in T.SPARSE_TASKS:
+        return labels, split.words, None
+    rows = np.flatnonzero([label is not None for label in labels])
+    if not len(rows):
+        raise ValueError(f"no token of {split.sentences[0].source if split.sentences else 'the split'} has a {task}")
+    return [labels[i] for i in rows], [split.words[i] for i in rows], rows
+
+
 def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
-    train, dev, test = splits["train"], splits["dev"], splits["test"]
-    labels = {r: T.token_labels(s.sentences, exp.task) for r, s in splits.items()}
+    labelled = {r: _labelled(s, exp.task) for r, s in splits.items()}
+    labels = {r: v[0] for r, v in labelled.items()}
+    words = {r: v[1] for r, v in labelled.items()}
+
+    def X(role, key):  # the layer's rows of the labelled tokens (all rows, uncopied, for a dense task)
+        rows = labelled[role][2]
+        matrix = splits[role].layer(key)
+        return matrix if rows is None else matrix[rows]
+
     index = T.LabelIndex(labels["train"])
     y = {r: index.encode(l) for r, l in labels.items()}
     control = {}
     if with_controls and exp.control:
-        control = {r: index.encode(T.control_labels(s.words, labels["train"], exp.seed)) for r, s in splits.items()}
+        control = {r: index.encode(T.control_labels(words[r], labels["train"], exp.seed)) for r in splits}
     results = {}
     rng = np.random.default_rng(exp.seed)
     order = rng.permutation(len(y["train"]))
     for key in exp.layer_keys:
         config = exp.probe_config(mix=key == "mix")
-        X_tr, X_dev, X_te = train.layer(key), dev.layer(key), test.layer(key)
+        X_tr, X_dev, X_te = X("train", key), X("dev", key), X("test", key)
         t0 = time.perf_counter()
         probe = fit_probe(X_tr, y["train"], X_dev, y["dev"], len(index), config)
         predicted = probe.predict(X_te)
@@ -58,7 +77,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         )
         results[key] = entry
         del X_tr
-    majority = T.accuracy(T.majority_per_type(train.words, labels["train"], test.words), labels["test"])
+    majority = T.accuracy(T.majority_per_type(words["train"], labels["train"], words["test"]), labels["test"])
     extra = {
         "majority": majority,
         "n_labels": len(index),
