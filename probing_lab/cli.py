@@ -1,6 +1,6 @@
 """``probing-lab`` command line: ``app``, ``embed``, ``demo``, ``info``, ``corpus build|fetch-help``, ``train``,
-``curves``, ``eval-lm``, ``export``, ``probe``, ``report``, ``lm score|predict|agreement``; ``probing-lab COMMAND
---help`` for each."""
+``curves``, ``eval-lm``, ``export``, ``probe``, ``report``, ``lm score|predict|agreement``, ``compare``;
+``probing-lab COMMAND --help`` for each."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from .analysis.commands import add_compare_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
 
@@ -181,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_training_commands(sub)
     add_lm_commands(sub)
+    add_compare_command(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     _threads(args.threads)
     try:
         return args.func(args)
-    except (FileNotFoundError, IsADirectoryError, ValueError, KeyError) as e:
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, KeyError) as e:
         if args.verbose:
             raise
         message = e.args[0] if isinstance(e, KeyError) and e.args else e

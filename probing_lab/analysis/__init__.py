@@ -25,9 +25,13 @@ from .polysemy import (
     parse_marked,
 )
 from .projections import METHODS, project, umap_is_warm, warm_up_umap
+from .similarity import cka_matrix, corpus_geometry, linear_cka
 
 __all__ = [
     "METHODS",
+    "cka_matrix",
+    "corpus_geometry",
+    "linear_cka",
     "Occurrences",
     "Activations",
     "collect",

@@ -1,0 +1,146 @@
+"""``probing-lab compare``: linear CKA between the layers of one model, or of two models, on the
+same tokens, plus each model's anisotropy and self-similarity per layer."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+from pathlib import Path
+
+log = logging.getLogger("probing_lab")
+
+MAX_TOKENS = 4000  # the debiased estimator builds (tokens x tokens) Gram matrices
+
+
+def read_token_lists(args: argparse.Namespace) -> list[list[str]]:
+    if bool(args.input) == bool(args.dataset):
+        raise ValueError("give the tokens with either --input FILE or --dataset NAME:SPLIT (e.g. ewt:dev)")
+    if args.input:
+        path = Path(args.input)
+        if not path.is_file():
+            raise FileNotFoundError(f"--input {path}: no such file (one whitespace-tokenized sentence per line)")
+        try:
+            sentences = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 ({e.reason}); save the file as UTF-8") from None
+    else:
+        from ..datasets import load_dataset
+
+        name, _, split = args.dataset.partition(":")
+        sentences = [s.words for s in load_dataset(name, split or None, args.data_dir)]
+    sentences = [s for s in sentences if s][: args.limit]
+    if not sentences:
+        raise ValueError("no sentences to compare on")
+    kept, total = [], 0
+    for s in sentences:  # whole sentences up to MAX_TOKENS
+        if total + len(s) > MAX_TOKENS and kept:
+            break
+        kept.append(s[:MAX_TOKENS])
+        total += len(kept[-1])
+    if len(kept) < len(sentences):
+        log.info("using the first %d sentences (%d tokens; at most %d)", len(kept), total, MAX_TOKENS)
+    return kept
+
+
+def representations(model_arg: str | None, sentences, keys: list[str], seed: int = 0):
+    """A model's named representations of every token: ``(name, {key: (n, dim)}, activations)``."""
+    from ..elmo import Embedder
+    from ..features.activations import embed_activations, split_half
+    from ..models import load_model
+
+    loaded = load_model(None if model_arg in (None, "shipped") else model_arg, seed=seed)
+    n_layers = loaded.model.n_layers
+    for key in keys:
+        half = split_half(key)
+        k = half[0] if half else (int(key) if key.isdigit() else None)
+        if k is None or k >= n_layers or (half and k == 0):
+            raise ValueError(
+                f"--layers: {key!r} is not a layer of {loaded.name} (it has 0-{n_layers - 1}; halves 1f, 1b, ...)"
+            )
+    acts = embed_activations(Embedder(loaded.model, batch_size=32), sentences)
+    return loaded.name, {key: acts.layer(key) for key in keys}, acts
+
+
+def save_cka_png(rows, cols, M, row_model: str, col_model: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..features.activations import layer_label
+
+    fig, ax = plt.subplots(figsize=(1.2 * len(cols) + 2.5, 1.0 * len(rows) + 1.8), dpi=120)
+    image = ax.imshow(M, vmin=0, vmax=1, cmap="viridis")
+    ax.set_xticks(range(len(cols)), [layer_label(c) for c in cols], rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), [layer_label(r) for r in rows])
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", color="white" if M[i, j] < 0.6 else "black")
+    ax.set_xlabel(col_model, fontsize=8)
+    ax.set_ylabel(row_model, fontsize=8)
+    ax.set_title("linear CKA", fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..fileio import atomic_path
+    from .similarity import cka_matrix, corpus_geometry
+
+    models = args.model or ["shipped"]
+    if len(models) > 2:
+        raise ValueError("--model at most twice: CKA compares two models (or one model's layers with each other)")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; give a folder")
+    keys = [k.strip() for k in args.layers.split(",") if k.strip()]
+    if not keys:
+        raise ValueError("--layers is empty; e.g. --layers 0,1,2 or 1f,1b,2f,2b")
+    sentences = read_token_lists(args)
+    first = representations(models[0], sentences, keys, args.seed)
+    second = representations(models[1], sentences, keys, args.seed) if len(models) == 2 else first
+    rows, cols, M = cka_matrix(first[1], second[1], debiased=args.debiased)
+    n_tokens = sum(map(len, sentences))
+    kind = "debiased linear CKA" if args.debiased else "linear CKA"
+    print(f"{kind} on {n_tokens} tokens of {len(sentences)} sentences; rows {first[0]}, columns {second[0]}")
+    print("       " + " ".join(f"{c:>7}" for c in cols))
+    for r, values in zip(rows, M):
+        print(f"{r:>6} " + " ".join(f"{v:7.3f}" for v in values))
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / "cka.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow([f"{first[0]} \\ {second[0]}", *cols])
+        for r, values in zip(rows, M):
+            w.writerow([r, *(f"{v:.6f}" for v in values)])
+    save_cka_png(rows, cols, M, first[0], second[0], out / "cka.png")
+    words = [w for s in sentences for w in s]
+    sentence_of = [i for i, s in enumerate(sentences) for _ in s]
+    with atomic_path(out / "geometry.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "layer", "anisotropy", "self_similarity", "adjusted_self_similarity", "words"])
+        for name, layers, _ in {id(x): x for x in (first, second)}.values():
+            for row in corpus_geometry(layers, words, sentence_of):
+                w.writerow([name, *row.values()])
+    log.info("wrote %s, %s and %s", out / "cka.csv", out / "cka.png", out / "geometry.csv")
+    return 0
+
+
+def add_compare_command(sub) -> None:
+    p = sub.add_parser("compare", help="linear CKA between layers of one or two models on the same tokens")
+    p.add_argument(
+        "--model",
+        action="append",
+        help="a model (checkpoint directory, random:PRESET, or 'shipped'); give it twice to compare two models",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of random:PRESET models")
+    p.add_argument("--input", help="text file, one whitespace-tokenized sentence per line")
+    p.add_argument("--dataset", help="NAME:SPLIT of probing_lab.datasets, e.g. ewt:dev")
+    p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
+    p.add_argument("--limit", type=int, default=200, help="at most this many sentences (and %d tokens)" % MAX_TOKENS)
+    p.add_argument("--layers", default="0,1,2", help="comma-separated: 0,1,2 and halves 1f,1b,2f,2b")
+    p.add_argument("--debiased", action="store_true", help="debiased CKA (for few tokens)")
+    p.add_argument("--out", required=True, help="folder for cka.csv, cka.png and geometry.csv")
+    p.set_defaults(func=cmd_compare)
