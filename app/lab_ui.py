@@ -247,8 +247,30 @@ class DataUnavailable(RuntimeError):
     pass
 
 
+def halves_toggle(key: str) -> bool:
+    """A checkbox that adds the forward and backward halves of L1 and L2 to a page's layers."""
+    return st.checkbox(
+        "Direction halves (L1/L2 forward and backward)",
+        False,
+        key=key,
+        help="Each biLSTM layer is a forward LM's state (it has read the words up to this one) next to a "
+        "backward LM's state (it has read the words from this one to the end). Show each half on its own.",
+    )
+
+
 def fmt(value, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def random_like(spec: ModelSpec) -> ModelSpec:
+    """A random-init model of the same shape as ``spec``'s (a preset with the same options)."""
+    from probing_lab.elmo import PRESETS
+
+    options = get_bundle(spec).options
+    for name, preset in PRESETS.items():
+        if preset.to_dict() == options:
+            return ModelSpec(model=f"random:{name}", seed=spec.seed + 1)
+    raise ValueError("no random-init preset has this model's shape; pick the random model on the Model page")
 
 
 def spec_key(spec: ModelSpec) -> tuple:

@@ -22,7 +22,9 @@ PAGES = {
     "clustering": APP / "pages" / "2_Layer_clustering.py",
     "probes": APP / "pages" / "3_Probes.py",
     "explorer": APP / "pages" / "4_Sentence_explorer.py",
-    "model": APP / "pages" / "6_Model.py",
+    "model": APP / "pages" / "8_Model.py",
+    "compare": APP / "pages" / "6_Compare.py",
+    "training": APP / "pages" / "7_Training.py",
     "lm": APP / "pages" / "5_Language_model.py",
 }
 TIMEOUT = 180
@@ -138,6 +140,9 @@ def test_polysemy_builtin_bank():
     assert "Why L0 collapses" in texts(at.markdown)
     at.radio(key="poly_method").set_value("t-SNE").run()
     assert len(charts(ok(at))) == 2 and "TSNE per layer" in str(charts(at)[0].proto.spec)
+    at.checkbox(key="poly_halves").check().run()
+    halves = frame(ok(at))
+    assert list(halves["layer"]) == ["L0", "L1", "L1 forward", "L1 backward", "L2", "L2 forward", "L2 backward", "mean"]
 
 
 def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
@@ -220,6 +225,8 @@ def test_clustering_colourings_and_csv():
     at.multiselect(key="layers").set_value(["1"])
     at.checkbox(key="drop_punct").check().run()
     assert len(charts(ok(at))) == 1
+    at.multiselect(key="layers").set_value(["1f", "1b"]).run()  # the direction halves of L1
+    assert len(charts(ok(at))) == 2 and list(frame(at)["layer"]) == ["L1 forward", "L1 backward"]
 
 
 @needs_ewt
@@ -352,6 +359,10 @@ def test_sentence_explorer():
     at.radio(key="heat_layer").set_value("2").run()
     at.selectbox(key="focus").set_value(0).run()
     assert len(charts(ok(at))) == 2
+    at.checkbox(key="explorer_halves").check().run()
+    assert len(ok(at).dataframe) == 8  # nearest tokens per layer and per half
+    at.radio(key="heat_layer").set_value("1b").run()
+    assert len(charts(ok(at))) == 2
 
 
 def test_sentence_explorer_bad_input():
@@ -412,6 +423,45 @@ def test_lm_page_says_when_a_model_has_no_softmax(tmp_path, monkeypatch):
     monkeypatch.setenv("PROBING_LAB_MODEL", str(tmp_path / "encoder"))
     at = ok(run("lm"))
     assert "no language-model softmax" in texts(at.info) and not charts(at)
+
+
+# --- Compare and Training --------------------------------------------------------------------------
+
+
+def test_compare_page_cka_of_a_model_with_itself_and_with_a_random_init():
+    at = ok(run("compare"))
+    at.radio(key="cmp_source").set_value("Your text").run()
+    ok(at)
+    assert len(charts(at)) == 1
+    geometry = frame(at)
+    assert set(geometry["layer"]) == {"L0", "L1", "L2"}
+    at.multiselect(key="cmp_layers").set_value(["0", "1f", "1b"]).run()
+    at.selectbox(key="cmp_other").set_value("random init of the same shape").run()
+    ok(at)
+    assert "random:cpu-tiny (seed 1)" in " ".join(frame(at)["model"])  # another seed than the current model's
+    at.multiselect(key="cmp_layers").set_value([]).run()
+    assert "Pick at least one layer" in texts(ok(at).warning)
+    at.multiselect(key="cmp_layers").set_value(["0"]).run()
+    at.text_area(key="cmp_text").input("bank").run()
+    assert "at least 4 tokens" in texts(ok(at).warning)
+
+
+@needs_ewt
+def test_compare_page_on_an_ewt_sample():
+    at = ok(run("compare"))
+    at.number_input(key="cmp_n").set_value(20).run()
+    assert len(charts(ok(at))) == 1 and "20 sentences" in texts(at.caption)
+
+
+def test_training_page_shows_the_learning_curves(tmp_path):
+    at = ok(run("training"))
+    assert len(charts(at)) == 1
+    rows = frame(at)
+    assert {"WSD L1", "UPOS L1", "perplexity", "tokens (M)"} <= set(rows.columns) and len(rows) >= 8
+    at.text_input(key="curves_run").input(str(tmp_path / "nowhere")).run()
+    ok(at)
+    at.multiselect(key="curves_runs").set_value([f"run: {tmp_path / 'nowhere'}"]).run()
+    assert "no learning curves" in texts(ok(at).warning)
 
 
 # --- Model ------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ st.markdown("Each point is one occurrence of the word. If a layer encodes sense,
 
 
 @st.cache_data(show_spinner="Embedding the sentences…", max_entries=32)
-def occurrences(spec_key, sentences, target, labels, positions, _embedder):
+def occurrences(spec_key, sentences, target, labels, positions, halves, _embedder):
     """Cached per model and input: changing the projection must not re-embed."""
     return collect(
         _embedder,
@@ -48,6 +48,7 @@ def occurrences(spec_key, sentences, target, labels, positions, _embedder):
         target=target,
         labels=list(labels),
         positions=None if positions is None else list(positions),
+        halves=halves,
     )
 
 
@@ -114,6 +115,7 @@ else:
 for note in notes:
     st.info(note)
 method = lab_ui.projection_choice("poly_method")
+halves = lab_ui.halves_toggle("poly_halves")
 
 spec = lab_ui.current_spec()
 bundle = lab_ui.get_bundle(spec)
@@ -124,6 +126,7 @@ try:
         target or None,
         tuple(labels),
         None if positions is None else tuple(positions),
+        halves,
         bundle.embedder,
     )
 except ValueError as e:

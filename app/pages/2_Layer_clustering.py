@@ -51,7 +51,11 @@ seed = int(c2.number_input("Sample seed", min_value=0, value=0, key="seed"))
 colour_label = c3.selectbox("Colour by", list(COLOURS), key="colour")
 c4, c5 = st.columns([2, 1])
 keys_wanted = c4.multiselect(
-    "Layers", ["0", "1", "2", "mean"], default=["0", "1", "2", "mean"], format_func=layer_label, key="layers"
+    "Layers (the forward and backward halves of L1 and L2 too)",
+    ["0", "1", "1f", "1b", "2", "2f", "2b", "mean"],
+    default=["0", "1", "2", "mean"],
+    format_func=layer_label,
+    key="layers",
 )
 drop_punct = c5.checkbox("Leave out punctuation", value=False, key="drop_punct")
 method = lab_ui.projection_choice("cluster_method")
@@ -91,7 +95,7 @@ bundle = lab_ui.get_bundle(spec)
 @st.cache_data(show_spinner="Embedding the sample…", max_entries=8)
 def sample_vectors(spec_key, n: int, seed: int, sentences, _embedder):
     """Cached per model and sample: changing the colouring must not re-embed."""
-    return embed_activations(_embedder, [list(s) for s in sentences]).by_key()
+    return embed_activations(_embedder, [list(s) for s in sentences]).by_key(halves=True)
 
 
 with lab_ui.friendly_errors("The clustering view"):

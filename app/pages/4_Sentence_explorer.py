@@ -44,13 +44,16 @@ spec = lab_ui.current_spec()
 bundle = lab_ui.get_bundle(spec)
 
 
+halves = lab_ui.halves_toggle("explorer_halves")
+
+
 @st.cache_data(show_spinner="Embedding…", max_entries=16)
-def text_vectors(spec_key, sentences, _embedder):
-    return embed_activations(_embedder, [list(s) for s in sentences]).by_key()
+def text_vectors(spec_key, sentences, halves, _embedder):
+    return embed_activations(_embedder, [list(s) for s in sentences]).by_key(halves)
 
 
 with lab_ui.friendly_errors("The sentence explorer"):
-    layers = text_vectors(lab_ui.spec_key(spec), tuple(tuple(s) for s in sentences), bundle.embedder)
+    layers = text_vectors(lab_ui.spec_key(spec), tuple(tuple(s) for s in sentences), halves, bundle.embedder)
     st.caption(f"{len(sentences)} sentence(s), {len(tokens)} tokens; each sentence is embedded on its own.")
     labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
     focus = st.selectbox(

@@ -139,8 +139,10 @@ def collect(
     positions: Optional[Sequence[Optional[int]]] = None,
     n_pairs: int = 2000,
     seed: int = 0,
+    halves: bool = False,
 ) -> Occurrences:
-    """Embed the sentences that contain the target and pick out its vector in every layer.
+    """Embed the sentences that contain the target and pick out its vector in every layer (with
+    ``halves`` also in the forward and backward halves of L1, L2, ...).
 
     ``positions`` (one index or None per sentence) skips the search, e.g. for a WSD data set that
     marks its target. Raises ValueError when no sentence has the target."""
@@ -162,7 +164,7 @@ def collect(
     kept = [token_lists[i] for i in keep]
     layers = embed_activations(embedder, kept)
     rows = np.array([layers.row(j, positions[i]) for j, i in enumerate(keep)], dtype=np.int64)
-    by_key = layers.by_key()
+    by_key = layers.by_key(halves)
     vectors = {k: v[rows] for k, v in by_key.items()}
     baselines = {k: random_pair_cosine(v, n_pairs=n_pairs, seed=seed) for k, v in by_key.items()}
     return Occurrences(kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines, missing, keep)

@@ -78,8 +78,9 @@ class Activations:
             return np.ascontiguousarray(self.layers[k][:, columns], dtype=np.float32)
         return np.asarray(self.layers[int(key)], dtype=np.float32)
 
-    def by_key(self) -> dict[str, np.ndarray]:
-        return {k: self.layer(k) for k in self.keys}
+    def by_key(self, halves: bool = False) -> dict[str, np.ndarray]:
+        """Every layer (with ``halves`` also their direction halves) and the mean, by key."""
+        return {k: self.layer(k) for k in layer_keys(self.layers.shape[0], halves)}
 
     def row(self, sentence: int, position: int) -> int:
         return int(self.offsets[sentence]) + position

@@ -1,0 +1,99 @@
+"""Training: how each layer's knowledge emerges while the biLM learns. At every evaluation of a training
+run, a quick word-sense metric and a quick part-of-speech probe per layer, next to the heldout
+perplexity, against the tokens the model has read (Saphra & Lopez 2019: syntax settles early)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import lab_ui
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from probing_lab.probing.curves import read_curves
+
+COLOURS = {"0": "#7f7f7f", "1": "#1f77b4", "2": "#ff7f0e"}
+DASHES = ["solid", "dash", "dot", "dashdot"]
+
+lab_ui.page("Training: how the layers learn")
+st.markdown(
+    "Every few hundred steps the trainer measured the model on held-out text and on two quick probes, "
+    "**word sense** (nearest sense centroid on CoarseWSD-20, its train set split in halves) and **part of "
+    "speech** (a linear probe on 3,000 EWT train sentences, scored on EWT dev), for each layer. "
+    "The curves show when each kind of knowledge appears. `probing-lab curves RUN --png F` draws the same "
+    "from any run; `probing-lab probe EXPERIMENT --snapshots RUN` runs a full experiment on a run's snapshots."
+)
+
+sources = {}
+for directory, name in ((lab_ui.SHIPPED_MODEL_DIR, "shipped model"), (lab_ui.EARLY_MODEL_DIR, "early snapshot")):
+    if (directory / "curves.jsonl").is_file():
+        sources[f"{name} ({directory.name})"] = directory / "curves.jsonl"
+for path in sorted((lab_ui.ROOT / "docs" / "curves").glob("*.jsonl")):
+    sources[f"candidate run: {path.stem}"] = path
+own = st.text_input("Also show a run directory (its curves.jsonl)", "", key="curves_run")
+if own.strip():
+    sources[f"run: {own.strip()}"] = Path(own.strip()).expanduser()
+if not sources:
+    st.info("No learning curves in this checkout (docs/curves/ is empty).")
+    st.stop()
+chosen = st.multiselect("Runs", list(sources), default=list(sources)[:2], key="curves_runs")
+if not chosen:
+    st.warning("Pick at least one run.")
+    st.stop()
+
+runs, problems = {}, []
+for name in chosen:
+    try:
+        runs[name] = read_curves(sources[name])
+    except (OSError, ValueError, KeyError) as e:
+        problems.append(f"{name}: {e}")
+for p in problems:
+    st.warning(p)
+if not runs:
+    st.stop()
+
+fig = make_subplots(
+    rows=1,
+    cols=3,
+    subplot_titles=("heldout perplexity (log scale)", "word sense: centroid accuracy", "part of speech: probe"),
+)
+mfs = None
+for (name, records), dash in zip(runs.items(), DASHES):
+    x = [r["tokens_seen"] / 1e6 for r in records]
+    fig.add_scatter(
+        x=x, y=[r["heldout"]["perplexity"] for r in records], name=f"{name}", line={"dash": dash}, row=1, col=1
+    )
+    for col, metric in ((2, "wsd"), (3, "upos")):
+        for layer in sorted({k for r in records for k in r.get(metric, {})}):
+            fig.add_scatter(
+                x=x,
+                y=[r.get(metric, {}).get(layer) for r in records],
+                name=f"L{layer} · {name}",
+                line={"dash": dash, "color": COLOURS.get(layer)},
+                legendgroup=f"L{layer}",
+                showlegend=col == 2,
+                row=1,
+                col=col,
+            )
+    mfs = mfs or next((r["wsd_mfs"] for r in records if "wsd_mfs" in r), None)
+if mfs is not None:
+    fig.add_hline(y=mfs, line_dash="dashdot", line_color="black", annotation_text="most frequent sense", row=1, col=2)
+fig.update_yaxes(type="log", row=1, col=1)
+fig.update_xaxes(title_text="training tokens (millions)")
+fig.update_layout(template="plotly_white", height=460, legend={"font": {"size": 10}})
+st.plotly_chart(fig, key="curves")
+
+rows = []
+for name, records in runs.items():
+    for r in records:
+        row = {"run": name, "step": r["step"], "tokens (M)": round(r["tokens_seen"] / 1e6, 2)}
+        row["perplexity"] = round(r["heldout"]["perplexity"], 1)
+        row.update({f"WSD L{k}": round(v, 3) for k, v in sorted(r.get("wsd", {}).items())})
+        row.update({f"UPOS L{k}": round(v, 3) for k, v in sorted(r.get("upos", {}).items())})
+        rows.append(row)
+st.dataframe(rows, hide_index=True)
+st.caption(
+    "L0 is the word-type layer: it cannot tell senses apart, so its sense score stays near what a type "
+    "can do. A layer's sense score above the most-frequent-sense line is knowledge from context."
+)
