@@ -124,12 +124,60 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     from .probing.experiment import run_experiment
 
+    if args.snapshots:
+        return _probe_snapshots(args)
     for path in args.experiments:
         out = args.out if len(args.experiments) == 1 else (str(Path(args.out) / Path(path).stem) if args.out else None)
         run = run_experiment(
             path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
         )
         print(run.path)
+    return 0
+
+
+def _probe_snapshots(args: argparse.Namespace) -> int:
+    """One experiment on every snapshot of a training run (and its latest checkpoint): how what it
+    measures emerges over training. Writes one run directory per snapshot and ``emergence.md``."""
+    import dataclasses
+
+    from .probing.experiment import Experiment, run_experiment
+    from .probing.runs import layer_order
+    from .training.checkpoint import latest_checkpoint
+
+    if len(args.experiments) != 1 or args.model:
+        raise ValueError("--snapshots takes one experiment and no --model (the snapshots are the models)")
+    run_dir = Path(args.snapshots)
+    snapshots = sorted(p for p in (run_dir / "snapshots").glob("step-*") if (p / "lm.safetensors").is_file())
+    latest = latest_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None
+    if latest is not None:
+        snapshots.append(latest)
+    if not snapshots:
+        raise FileNotFoundError(f"{run_dir}: no snapshots/step-* or checkpoints of `probing-lab train` to probe")
+    exp = Experiment.load(args.experiments[0])
+    out = Path(args.out or Path("runs") / "probes" / f"{exp.name}-snapshots-{time.strftime('%Y%m%d-%H%M%S')}")
+    results = []
+    for i, snapshot in enumerate(snapshots):
+        info = json.loads((snapshot / "info.json").read_text(encoding="utf-8"))
+        log.info("snapshot %d/%d: %s (%s tokens)", i + 1, len(snapshots), snapshot, f"{info.get('tokens_seen', 0):,}")
+        this = exp if i == 0 else dataclasses.replace(exp, random_init=False)  # one random-init baseline is enough
+        run = run_experiment(
+            this,
+            model=str(snapshot),
+            out=out / snapshot.name,
+            data_dir=args.data_dir,
+            progress=not args.quiet,
+            log=log.info,
+        )
+        results.append((info.get("tokens_seen", 0), snapshot.name, run))
+    results.sort(key=lambda r: r[0])
+    keys = layer_order({k for _, _, run in results for k in run.layers})
+    lines = [f"{exp.name} over training ({run_dir})", "", "| snapshot | tokens | " + " | ".join(keys) + " |"]
+    lines.append("|---|---|" + "---|" * len(keys))
+    for tokens, name, run in results:
+        cells = [f"{run.layers[k].score:.4f}" if k in run.layers else "" for k in keys]
+        lines.append(f"| {name} | {tokens:,} | " + " | ".join(cells) + " |")
+    (out / "emergence.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
     return 0
 
 
@@ -189,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
     p.add_argument("--out", help="run directory (a parent folder when several experiments are given)")
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
+    p.add_argument(
+        "--snapshots", metavar="RUN", help="run the experiment on every snapshot of this training run (emergence)"
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_probe)
 

@@ -33,8 +33,9 @@ def load_model(
 ) -> LoadedModel:
     """Resolve ``--model`` / ``--options --weights`` into a model.
 
-    ``model`` is a checkpoint directory or ``random:PRESET`` (randomly initialised with
-    ``seed``, the baseline every probe needs). With nothing given, the shipped model.
+    ``model`` is a model directory, a training run's checkpoint or snapshot (``lm.safetensors``),
+    or ``random:PRESET`` (randomly initialised with ``seed``, the baseline every probe needs). With
+    nothing given, the shipped model.
     """
     if (options is None) != (weights is None):
         raise ValueError("give both --options and --weights (a released ELMo comes as options.json + weights.hdf5)")
@@ -55,4 +56,8 @@ def load_model(
                 "(a checkpoint directory), --model random:PRESET, or --options O.json --weights W.hdf5"
             )
         return LoadedModel(load_checkpoint(shipped), f"shipped:{shipped.name}")
+    if (Path(model) / "lm.safetensors").is_file():  # a training checkpoint or snapshot: its biLM
+        from .training.checkpoint import load_lm
+
+        return LoadedModel(load_lm(model)[0].bilm, f"snapshot:{model}")
     return LoadedModel(load_checkpoint(model), f"checkpoint:{model}")

@@ -545,3 +545,30 @@ def test_number_probe_runs_on_the_labelled_verbs_only_with_halves(tmp_path):
     assert set(run.labels) == {"singular", "plural"}
     assert all(0 <= e.score <= 1 and e.control_score is not None for e in run.layers.values())
     assert run.majority == pytest.approx(0.5, abs=0.05)  # the verb forms of both numbers are balanced
+
+
+def test_probe_on_the_snapshots_of_a_training_run(tmp_path, capsys):
+    from probing_lab.cli import main
+    from probing_lab.training.config import TrainConfig
+    from probing_lab.training.corpus import build_corpus
+    from probing_lab.training.trainer import train
+
+    (tmp_path / "src.txt").write_text("".join(f"The author near the guards laughs number {i} .\n" for i in range(300)))
+    build_corpus(tmp_path / "corpus", [tmp_path / "src.txt"], heldout_fraction=0.05, n_shards=1, progress=None)
+    config = TrainConfig(model=TINY_MODEL, batch_size=4, unroll_steps=5, n_negative_samples=0, lr=0.2, max_steps=4,
+                         checkpoint_every_steps=100, snapshot_fractions=(0.5,), threads=1)  # fmt: skip
+    train(config, tmp_path / "corpus", tmp_path / "run", progress=False)
+    exp = tmp_path / "number.toml"
+    exp.write_text(
+        'name = "number"\ntask = "subject_number"\ndataset = "agreement"\nlayers = [0, "1f"]\n'
+        "max_train_sentences = 100\nmdl = false\n[probe]\nepochs = 2\n"
+    )
+    out = tmp_path / "emergence"
+    assert main(["probe", str(exp), "--snapshots", str(tmp_path / "run"), "--out", str(out), "--quiet"]) == 0
+    table = (out / "emergence.md").read_text()
+    assert "| step-00000002 | 40 |" in table and "| step-00000004 | 80 |" in table, table
+    first, last = ProbeRun.load(out / "step-00000002"), ProbeRun.load(out / "step-00000004")
+    assert first.model == f"snapshot:{tmp_path / 'run' / 'snapshots' / 'step-00000002'}"
+    assert first.random_init and not last.random_init  # the random-init baseline once
+    assert main(["probe", str(exp), "--snapshots", str(tmp_path / "corpus"), "--out", str(out)]) == 2
+    assert "no snapshots" in capsys.readouterr().err
