@@ -132,7 +132,10 @@ def test_a_softmax_that_does_not_fit_is_named(tmp_path):
     save_softmax(tmp_path / "model", torch.zeros(len(WORDS), 5), torch.zeros(len(WORDS)), Vocabulary(WORDS))
     with pytest.raises(ValueError, match="does not fit"):
         load_language_model(str(tmp_path / "model"))
-    (tmp_path / "model" / "softmax.safetensors").write_bytes(b"garbage")
+    (tmp_path / "model" / "softmax.safetensors").write_bytes(b"garbage")  # the card recorded another hash
+    with pytest.raises(ValueError, match="softmax.safetensors: its SHA-256 differs from the softmax_sha256"):
+        load_language_model(str(tmp_path / "model"))
+    (tmp_path / "model" / "model_card.json").unlink()  # without a recorded hash: the reader's own error
     with pytest.raises(ValueError, match="truncated or corrupt"):
         load_language_model(str(tmp_path / "model"))
 

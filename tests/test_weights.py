@@ -114,7 +114,23 @@ def test_checkpoint_errors(tmp_path):
         load_checkpoint(tmp_path / "a")
     save_checkpoint(tiny_model(), tmp_path / "b")
     (tmp_path / "b" / "model.safetensors").write_bytes(b"\x00" * 20)
+    with pytest.raises(WeightsError, match="SHA-256 differs from the weights_sha256 recorded in model_card.json"):
+        load_checkpoint(tmp_path / "b")
+    (tmp_path / "b" / "model_card.json").unlink()  # no recorded hash: the reader's own error
     with pytest.raises(WeightsError, match="truncated or corrupt"):
         load_checkpoint(tmp_path / "b")
     with pytest.raises(FileNotFoundError, match="no options.json"):
         load_checkpoint(tmp_path / "empty")
+
+
+def test_weights_changed_after_export_are_caught_with_the_header_intact(tmp_path):
+    import os
+
+    save_checkpoint(tiny_model(), tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = os.urandom(64)  # the header still parses; the numbers do not
+    path.write_bytes(bytes(data))
+    with pytest.raises(WeightsError, match="model.safetensors: its SHA-256 differs"):
+        load_checkpoint(tmp_path / "m")

@@ -223,6 +223,29 @@ def save_checkpoint(
     return directory
 
 
+_VERIFIED: dict[tuple, str] = {}  # (path, size, mtime) -> sha256: each file version is hashed once
+
+
+def check_recorded_sha256(path: Path, card_path: Path, key: str) -> None:
+    """Compare ``path`` with the SHA-256 its model card recorded under ``key`` at export (nothing to
+    check when the card or the key is absent); a mismatch is a WeightsError naming the file."""
+    try:
+        expected = json.loads(card_path.read_text(encoding="utf-8")).get(key) if card_path.is_file() else None
+    except (OSError, ValueError):
+        expected = None
+    if not expected or not path.is_file():
+        return
+    stat = path.stat()
+    version = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if version not in _VERIFIED:
+        _VERIFIED[version] = file_sha256(path)
+    if _VERIFIED[version] != expected:
+        raise WeightsError(
+            f"{path}: its SHA-256 differs from the {key} recorded in {card_path.name} at export, so the file was "
+            "changed or corrupted since; restore it (git checkout, or export the model again)"
+        )
+
+
 def load_checkpoint(directory: str | Path) -> ElmoBiLM:
     """Load a checkpoint directory written by :func:`save_checkpoint` (float32 in memory)."""
     from safetensors import SafetensorError
@@ -237,6 +260,7 @@ def load_checkpoint(directory: str | Path) -> ElmoBiLM:
                 "--options/--weights instead)"
             )
     model = ElmoBiLM(ElmoOptions.load(directory / CHECKPOINT_OPTIONS))
+    check_recorded_sha256(directory / CHECKPOINT_WEIGHTS, directory / CHECKPOINT_CARD, "weights_sha256")
     try:
         tensors = load_file(str(directory / CHECKPOINT_WEIGHTS))
     except (SafetensorError, OSError) as e:

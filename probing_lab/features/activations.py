@@ -39,6 +39,18 @@ def split_half(key: str) -> tuple[int, str] | None:
     return (int(m.group(1)), m.group(2)) if m else None
 
 
+def take_layer(layers: np.ndarray, key: str) -> np.ndarray:
+    """``layers (n_layers, ..., dim)`` -> the layer ``"1"`` or the half ``"1f"`` named by ``key``."""
+    half = split_half(key)
+    if not half:
+        return layers[int(key)]
+    k, direction = half
+    if k == 0:
+        raise ValueError("L0 has no direction halves (both halves are the same type vector)")
+    width = layers.shape[-1] // 2
+    return layers[k][..., :width] if direction == "f" else layers[k][..., width:]
+
+
 def layer_label(key: str) -> str:
     """``"1"`` -> ``"L1"``, ``"1f"`` -> ``"L1 forward"``; ``"mean"`` and ``"mix"`` stay as they are."""
     half = split_half(key)
@@ -68,15 +80,7 @@ class Activations:
         """``(n_tokens, dim)`` float32 of one layer or of their mean; ``(n_tokens, dim / 2)`` of a half."""
         if key == MEAN:
             return np.asarray(self.layers, dtype=np.float32).mean(axis=0)
-        half = split_half(key)
-        if half:
-            k, direction = half
-            if k == 0:
-                raise ValueError("L0 has no direction halves (both halves are the same type vector)")
-            width = self.layers.shape[-1] // 2
-            columns = slice(0, width) if direction == "f" else slice(width, None)
-            return np.ascontiguousarray(self.layers[k][:, columns], dtype=np.float32)
-        return np.asarray(self.layers[int(key)], dtype=np.float32)
+        return np.ascontiguousarray(take_layer(self.layers, key), dtype=np.float32)
 
     def by_key(self, halves: bool = False) -> dict[str, np.ndarray]:
         """Every layer (with ``halves`` also their direction halves) and the mean, by key."""

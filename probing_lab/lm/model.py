@@ -9,6 +9,7 @@ random softmax over the shipped model's vocabulary, so that it scores the same w
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Optional
 import torch
 
 from ..elmo import ElmoBiLM, get_preset, load_checkpoint
-from ..fileio import atomic_path
+from ..elmo.weights import CHECKPOINT_CARD, check_recorded_sha256
+from ..fileio import atomic_path, file_sha256
 from ..paths import SHIPPED_MODEL_DIR
 from ..training.vocab import Vocabulary
 
@@ -54,6 +56,12 @@ def save_softmax(
     with atomic_path(directory / SOFTMAX_WEIGHTS) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "probing-lab-softmax"})
     vocab.save(directory / SOFTMAX_VOCAB)
+    card_path = directory / CHECKPOINT_CARD
+    if card_path.is_file():  # the card records the softmax's hash too, checked on load
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+        card.update(softmax=True, softmax_sha256=file_sha256(directory / SOFTMAX_WEIGHTS), softmax_words=len(vocab))
+        with atomic_path(card_path) as tmp:
+            tmp.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _load_softmax(directory: Path, proj_dim: int) -> tuple[torch.Tensor, torch.Tensor, Vocabulary]:
@@ -66,6 +74,7 @@ def _load_softmax(directory: Path, proj_dim: int) -> tuple[torch.Tensor, torch.T
             "score or predict words. Export a training run with `probing-lab export RUN --out DIR --with-softmax "
             "--corpus CORPUS`; released ELMo weights come without their softmax."
         )
+    check_recorded_sha256(directory / SOFTMAX_WEIGHTS, directory / CHECKPOINT_CARD, "softmax_sha256")
     try:
         tensors = load_file(str(directory / SOFTMAX_WEIGHTS))
         weight, bias = tensors["weight"].float(), tensors["bias"].float()

@@ -86,6 +86,8 @@ class Experiment:
         if exp.layers is None:  # wsd: nothing is learned, so the layers' mean; dep_arc: single layers only
             last = {"wsd_centroid": ["mean"], "wsd_linear": ["mean"], "dep_arc": []}.get(exp.task, ["mix"])
             exp.layers = [0, 1, 2, *last]
+        if not isinstance(exp.layers, list) or not exp.layers:
+            raise ExperimentError(f"{where}: layers must be a non-empty list, e.g. [0, 1, 2], got {exp.layers!r}")
         from .runners import TASKS  # the runners import this module
 
         if exp.task not in TASKS:
@@ -108,6 +110,16 @@ class Experiment:
             )
         if not isinstance(exp.negatives, int) or isinstance(exp.negatives, bool) or exp.negatives < 1:
             raise ExperimentError(f"{where}: negatives must be an integer >= 1, got {exp.negatives!r}")
+        for name in ("seed", "max_train_sentences"):
+            value = getattr(exp, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ExperimentError(f"{where}: {name} must be an integer >= 0, got {value!r}")
+        for name in ("control", "mdl", "random_init"):
+            if not isinstance(getattr(exp, name), bool):
+                raise ExperimentError(f"{where}: {name} must be true or false, got {getattr(exp, name)!r}")
+        for name in ("name", "task", "dataset", "train", "dev", "test"):
+            if not isinstance(getattr(exp, name), str) or not getattr(exp, name):
+                raise ExperimentError(f"{where}: {name} must be a non-empty string, got {getattr(exp, name)!r}")
         try:
             exp.probe_config()  # validates the [probe] table for the task's probe family
         except ValueError as e:

@@ -43,6 +43,9 @@ class ProbeConfig:
     seed: int = 0  # initialisation and minibatch order
     mix: bool = False  # learn a scalar mix of all layers with the probe (X is (N, n_layers, dim))
 
+    POSITIVE = ("lbfgs_steps", "hidden", "rank", "lr", "epochs", "batch_size", "lr_decay")  # the rest: >= 0
+    AT_MOST_ONE = ("lr_decay",)
+
     @classmethod
     def from_dict(cls, data: dict, where: str = "probe") -> "ProbeConfig":
         data = dict(data)
@@ -71,6 +74,12 @@ def config_from_dict(cls, data: dict, where: str):
             ok = True
         if not ok:
             raise ValueError(f"{where}: {name} must be {expected.__name__}, got {value!r}")
+        if expected in (int, float):
+            positive = name in getattr(cls, "POSITIVE", ())
+            if not math.isfinite(value) or value < 0 or (positive and value <= 0):
+                raise ValueError(f"{where}: {name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+            if name in getattr(cls, "AT_MOST_ONE", ()) and value > 1:
+                raise ValueError(f"{where}: {name} must be at most 1, got {value!r}")
     return cls(**data)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..features.activations import take_layer
 from . import tasks as T
 from .probes import config_from_dict
 
@@ -98,6 +99,8 @@ class StructuralProbeConfig:
     patience: int = 2  # epochs without a better dev loss before stopping
     seed: int = 0
 
+    POSITIVE = ("rank", "lr", "epochs", "batch_size")  # the rest: >= 0
+
     @classmethod
     def from_dict(cls, data: dict, where: str = "probe") -> "StructuralProbeConfig":
         return config_from_dict(cls, data, where)
@@ -120,7 +123,7 @@ def fit_structural_probe(
         feats, targets = [], []
         for i, s in enumerate(split.sentences):
             f = split.features.sentence(i)  # (layers, n, dim)
-            feats.append(np.transpose(f, (1, 0, 2)) if key == "mix" else f[int(key)])
+            feats.append(np.transpose(f, (1, 0, 2)) if key == "mix" else take_layer(f, key))
             targets.append(_targets(kind, s))
         return feats, targets
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -96,25 +97,50 @@ class TrainConfig:
         d["snapshot_fractions"] = list(self.snapshot_fractions)
         return d
 
+    # (field, type, smallest allowed, whether the smallest is excluded, None allowed)
+    NUMBERS = (
+        ("vocab_size", int, 4, False, True),
+        ("batch_size", int, 1, False, False),
+        ("unroll_steps", int, 1, False, False),
+        ("n_negative_samples", int, 0, False, False),
+        ("lr", float, 0, True, False),
+        ("adagrad_initial_accumulator", float, 0, False, False),
+        ("dropout", float, 0, False, False),
+        ("clip_norm", float, 0, True, False),
+        ("epochs", float, 0, False, False),
+        ("max_steps", int, 1, False, True),
+        ("seed", int, 0, False, False),
+        ("threads", int, 1, False, True),
+        ("log_every", int, 1, False, False),
+        ("checkpoint_every_steps", int, 1, False, False),
+        ("checkpoint_every_minutes", float, 0, True, False),
+        ("keep_checkpoints", int, 1, False, False),
+        ("eval_every_steps", int, 0, False, False),
+        ("eval_heldout_tokens", int, 0, False, False),
+        ("freeze_encoder_steps", int, 0, False, False),
+    )
+
     def check(self, where: str) -> None:
+        """Every field's type and range; all problems at once, each naming its key."""
         problems = []
-        for name in ("batch_size", "unroll_steps", "log_every", "checkpoint_every_steps", "keep_checkpoints"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                problems.append(f"{name} must be a positive integer")
-        for name in ("eval_every_steps", "eval_heldout_tokens"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                problems.append(f"{name} must be an integer >= 0")
+        for name, kind, low, exclusive, optional in self.NUMBERS:
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            is_int = isinstance(value, int) and not isinstance(value, bool)
+            if not (is_int or (kind is float and isinstance(value, float))):
+                problems.append(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+            elif not math.isfinite(value) or value < low or (exclusive and value == low):
+                problems.append(f"{name} must be {'>' if exclusive else '>='} {low}, got {value!r}")
         if self.optimizer not in ("adagrad", "adam"):
             problems.append(f"optimizer must be 'adagrad' or 'adam', got {self.optimizer!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append("dropout must be in [0, 1)")
-        if self.n_negative_samples < 0:
-            problems.append("n_negative_samples must be >= 0 (0 = full softmax)")
-        if not isinstance(self.freeze_encoder_steps, int) or self.freeze_encoder_steps < 0:
-            problems.append("freeze_encoder_steps must be an integer >= 0")
+        if isinstance(self.dropout, (int, float)) and self.dropout >= 1.0:
+            problems.append(f"dropout must be below 1, got {self.dropout!r}")
+        if not all(isinstance(f, (int, float)) and 0 < f <= 1 for f in self.snapshot_fractions):
+            problems.append(f"snapshot_fractions must be numbers in (0, 1], got {list(self.snapshot_fractions)}")
         if self.freeze_encoder_steps and not self.init_from:
             problems.append("freeze_encoder_steps needs init_from (a trained encoder to keep)")
-        if self.epochs <= 0 and not self.max_steps:
+        if isinstance(self.epochs, (int, float)) and self.epochs <= 0 and not self.max_steps:
             problems.append("epochs must be > 0 (or give max_steps)")
         if problems:
             raise TrainingError(f"{where}: " + "; ".join(problems))

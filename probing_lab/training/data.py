@@ -143,6 +143,24 @@ class Corpus:
 
 
 def train_files(corpus_dir: Path) -> list[Path]:
+    """The train shards; when the corpus has its ``stats.json``, every shard it lists must be there."""
+    import json
+
+    stats = corpus_dir / "stats.json"
+    if stats.is_file():
+        try:
+            expected = int(json.loads(stats.read_text(encoding="utf-8"))["train"]["shards"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorpusError(f"{stats}: not the stats of `probing-lab corpus build` ({e}); rebuild it") from None
+        names = [corpus_dir / "train" / f"shard-{k:03d}.txt" for k in range(expected)]
+        missing = [p.name for p in names if not p.is_file()]
+        if missing:
+            raise CorpusError(
+                f"{corpus_dir}: {len(missing)} of the {expected} train shards in stats.json are missing or not files "
+                f"({', '.join(missing[:5])}); training on the rest would use part of the corpus. Rebuild it with "
+                "`probing-lab corpus build`"
+            )
+        return names
     files = sorted(p for p in (corpus_dir / "train").glob("*") if p.is_file() and not p.name.startswith("."))
     if not files:
         raise CorpusError(

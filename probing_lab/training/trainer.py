@@ -32,7 +32,17 @@ from .lm import BiLanguageModel, evaluate_lm
 def _check_resume(config: TrainConfig, run_dir: Path, resume: bool) -> Optional[Path]:
     """The checkpoint to continue from (None for a new run); refuses to overwrite a run or to
     continue it with different math."""
-    latest = latest_checkpoint(run_dir) if run_dir.exists() else None
+    if resume and not run_dir.is_dir():
+        raise TrainingError(f"--resume: no run directory {run_dir}; check the path, or leave out --resume to start")
+    try:
+        latest = latest_checkpoint(run_dir) if run_dir.exists() else None
+    except TrainingError as e:  # the pointer names a checkpoint that was never finished: use the newest whole one
+        latest = next(iter(_intact_checkpoints(run_dir)), None)
+        if latest is None:
+            raise
+        print(f"{e}; using {latest.name}", file=sys.stderr)
+    if resume and latest is None:
+        print(f"--resume: {run_dir} has no checkpoint yet; starting the run", file=sys.stderr)
     if latest is not None and not resume:
         raise TrainingError(
             f"{run_dir} already holds a run (last checkpoint {latest.name}); "
@@ -46,6 +56,31 @@ def _check_resume(config: TrainConfig, run_dir: Path, resume: bool) -> Optional[
             diff = sorted(k for k, v in saved.to_dict().items() if given[k] != v and k not in TrainConfig.BOOKKEEPING)
             raise TrainingError(f"{where} differs from the config given in {diff}; resume with the run's own config")
     return latest if resume else None
+
+
+def _intact_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's finished checkpoints (with trainer.json), newest first."""
+    found = [d for d in (run_dir / "checkpoints").glob("step-*") if (d / "trainer.json").is_file()]
+    return sorted(found, key=lambda d: d.name, reverse=True)
+
+
+def _restore_intact(checkpointer: Checkpointer, run_dir: Path, latest: Path) -> tuple[dict, tuple, Path]:
+    """Restore ``latest``, or when it cannot be read, the newest older checkpoint that can (saying so)."""
+    from safetensors import SafetensorError
+
+    candidates = [latest] + [d for d in _intact_checkpoints(run_dir) if d.name < latest.name]
+    for i, checkpoint in enumerate(candidates):
+        try:
+            meta, state = checkpointer.restore(checkpoint)
+            return meta, state, checkpoint
+        except (SafetensorError, OSError, ValueError, KeyError, RuntimeError) as e:  # truncated, bad JSON, shapes
+            following = candidates[i + 1].name if i + 1 < len(candidates) else None
+            print(
+                f"{checkpoint} cannot be read ({type(e).__name__}: {e}); "
+                + (f"falling back to {following}" if following else "no older checkpoint is left"),
+                file=sys.stderr,
+            )
+    raise TrainingError(f"{run_dir}: no checkpoint can be read; start a new run in another --out")
 
 
 def _optimizer(config: TrainConfig, lm: nn.Module) -> torch.optim.Optimizer:
@@ -126,7 +161,7 @@ def train(
     run = Progress(0, 0, 0.0, windows_per_epoch, total_steps, dist.world)
 
     if latest is not None:
-        meta, state = checkpointer.restore(latest)
+        meta, state, latest = _restore_intact(checkpointer, run_dir, latest)
         run.step, run.tokens_seen, run.wall_time_s = meta["step"], meta["tokens_seen"], meta["wall_time_s"]
         for name in ("metrics.jsonl", "curves.jsonl"):  # steps logged after the checkpoint will be logged again
             if dist.main:  # the one process that writes them
@@ -221,6 +256,12 @@ def train(
                 for p in lm.bilm.parameters():
                     p.grad = None  # Adagrad and Adam skip parameters without a gradient
             grad_norm = nn.utils.clip_grad_norm_(lm.parameters(), config.clip_norm)
+            if dist.any(not (bool(torch.isfinite(loss)) and bool(torch.isfinite(grad_norm)))):
+                raise TrainingError(  # before the update: the weights and the last checkpoint stay finite
+                    f"step {run.step + 1}: the loss is {loss.item():.4g} and the gradient norm {float(grad_norm):.4g}; "
+                    f"training diverged (lr {config.lr} too high?). Nothing of this step was saved and the last "
+                    f"checkpoint in {run_dir / 'checkpoints'} is intact; train again with a lower lr"
+                )
             optimizer.step()
             state = (new_state[0].detach(), new_state[1].detach())
             dt = time.perf_counter() - t0
