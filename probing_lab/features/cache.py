@@ -25,7 +25,6 @@ from typing import Optional, Protocol, Sequence
 
 import numpy as np
 
-from ..paths import WORK_DIR
 from .activations import Activations
 
 CACHE_ENV = "PROBING_LAB_CACHE"
@@ -33,7 +32,11 @@ FORMAT_VERSION = 1
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or WORK_DIR / "data" / "cache" / "features")
+    """``$PROBING_LAB_CACHE``, else the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)
+    under ``probing-lab/features``: never the install tree, which may be read-only or shared."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "probing-lab" / "features"
 
 
 class Encoder(Protocol):
@@ -143,6 +146,14 @@ def extract_features(
         hi = min(lo + chunk_sentences, len(sentences))
         arrays = encoder.embed([list(s) for s in sentences[lo:hi]])
         for i, a in zip(range(lo, hi), arrays):
+            if not np.isfinite(a).all():
+                del layers
+                shutil.rmtree(partial, ignore_errors=True)
+                raise ValueError(
+                    f"{getattr(encoder, 'name', 'the model')} gives non-finite activations (NaN or inf) for sentence "
+                    f"{i} ({' '.join(sentences[i][:8])} ...): its weights are broken (a diverged training run?); "
+                    "nothing was cached"
+                )
             layers[:, offsets[i] : offsets[i + 1]] = a.astype(dtype)
         layers.flush()
         progress_file.write_text(json.dumps({"sentences_done": hi, "shape": list(shape)}))

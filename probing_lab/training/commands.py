@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from pathlib import Path
 
 log = logging.getLogger("probing_lab")
@@ -100,6 +101,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval_lm(args: argparse.Namespace) -> int:
     from .checkpoint import load_lm
+    from .config import TrainingError
     from .lm import evaluate_lm
 
     lm, info = load_lm(args.run)
@@ -111,6 +113,11 @@ def cmd_eval_lm(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         progress=not args.quiet,
     )
+    if not all(math.isfinite(result[k]) for k in ("perplexity_forward", "perplexity_backward")):
+        raise TrainingError(
+            f"{args.run}: the heldout perplexity is not finite ({result['perplexity_forward']}, "
+            f"{result['perplexity_backward']}): the model's weights are broken (a diverged training run?)"
+        )
     print(json.dumps(result, indent=2))
     return 0
 
