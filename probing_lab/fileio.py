@@ -12,17 +12,54 @@ from pathlib import Path
 from typing import Iterator
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Temporary files of ``path`` left by writers that were killed (kill -9 runs no cleanup): their
+    name holds the writer's process id, and a process that no longer exists will not finish them."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = stale.name[len(path.name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (os.umask sets it, and
+    setting it back and forth races with other threads, e.g. Streamlit's)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it into place only on success, so an
-    interrupted write never leaves a half-written file where a good one was."""
+    interrupted write never leaves a half-written file where a good one was. The file gets the
+    permissions the umask gives new files (not mkstemp's 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _remove_stale_temporaries(path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
+        if tmp.is_file():
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

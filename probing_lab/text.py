@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from pathlib import Path
 
 _CONTRACTIONS = re.compile(r"(?i)\b(\w+)(n't)\b|\b(\w+)('s|'re|'ve|'ll|'d|'m)\b|\b(can)(not)\b")
 _TOKEN = re.compile(
@@ -52,3 +53,22 @@ def split_sentences(text: str) -> list[str]:
 
 def split_and_tokenize(text: str) -> list[list[str]]:
     return [tokens for tokens in (tokenize(s) for s in split_sentences(text)) if tokens]
+
+
+def read_sentence_file(path: str | Path, allow_empty: bool = False) -> list[list[str]]:
+    """A text file of one whitespace-tokenized sentence per line -> token lists. Errors name the file
+    and the line: a missing file, bytes that are not UTF-8, and (unless ``allow_empty``) blank lines."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"input file not found: {path} (one whitespace-tokenized sentence per line)")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 ({e.reason}); save the file as UTF-8") from None
+    sentences = [line.split() for line in text.splitlines()]
+    empty = [i + 1 for i, s in enumerate(sentences) if not s]
+    if empty and not allow_empty:
+        raise ValueError(f"{path}: line(s) {empty[:10]} are empty; give one sentence per line, with no blank lines")
+    return sentences

@@ -153,3 +153,53 @@ def test_feature_cache_defaults_to_the_users_cache_folder(monkeypatch, tmp_path)
     assert default_cache_dir() == tmp_path / "xdg" / "probing-lab" / "features"
     monkeypatch.setenv("PROBING_LAB_CACHE", str(tmp_path / "mine"))
     assert default_cache_dir() == tmp_path / "mine"
+
+
+def test_bad_text_input_names_the_file_and_line(tmp_path, capsys):
+    (tmp_path / "bad.txt").write_bytes(b"the cat\nsat on\nthe \xff mat\n")
+    assert main(["embed", "--input", str(tmp_path / "bad.txt"), "--output", str(tmp_path / "o.hdf5"),
+                 "--model", "random:cpu-tiny"]) == 2  # fmt: skip
+    assert "bad.txt, line 3: not UTF-8" in capsys.readouterr().err
+    (tmp_path / "opts.json").write_bytes(b"\xff\xfe{}")
+    assert main(["info", "--options", str(tmp_path / "opts.json"), "--weights", str(tmp_path / "w.hdf5")]) == 2
+    err = capsys.readouterr().err
+    assert "opts.json: not UTF-8" in err and err.count("opts.json") == 1
+
+
+def test_an_output_is_created_with_the_umask_and_killed_writers_leave_nothing_behind(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from probing_lab.fileio import atomic_path
+
+    # a writer killed with -9 in the middle of a write leaves its temporary file ...
+    code = (
+        "import os, time; from probing_lab.fileio import atomic_path\n"
+        f"with atomic_path({str(tmp_path / 'out.txt')!r}) as tmp:\n"
+        "    tmp.write_text('half'); print('writing', flush=True); time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "writing"
+    child.kill()
+    child.wait()
+    assert len(list(tmp_path.glob(".out.txt.*.tmp"))) == 1 and not (tmp_path / "out.txt").exists()
+    # ... which the next write of the same file removes; the file follows the umask, not 0600
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "out.txt") as tmp:
+            tmp.write_text("whole")
+    finally:
+        os.umask(old)
+    assert not list(tmp_path.glob(".out.txt.*.tmp"))
+    assert (tmp_path / "out.txt").read_text() == "whole" and (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_probe_refuses_to_overwrite_a_run(tmp_path):
+    from probing_lab.probing.experiment import run_experiment
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.json").write_text("{}")
+    with pytest.raises(ExperimentError, match="already holds a probe run"):
+        run_experiment({"name": "x", "task": "upos", "dataset": "ewt"}, model="random:cpu-tiny", out=tmp_path / "run")
+    assert (tmp_path / "run" / "metrics.json").read_text() == "{}"

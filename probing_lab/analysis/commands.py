@@ -17,13 +17,9 @@ def read_token_lists(args: argparse.Namespace) -> list[list[str]]:
     if bool(args.input) == bool(args.dataset):
         raise ValueError("give the tokens with either --input FILE or --dataset NAME:SPLIT (e.g. ewt:dev)")
     if args.input:
-        path = Path(args.input)
-        if not path.is_file():
-            raise FileNotFoundError(f"--input {path}: no such file (one whitespace-tokenized sentence per line)")
-        try:
-            sentences = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 ({e.reason}); save the file as UTF-8") from None
+        from ..text import read_sentence_file
+
+        sentences = read_sentence_file(args.input, allow_empty=True)
     else:
         from ..datasets import load_dataset
 

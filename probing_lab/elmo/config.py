@@ -139,6 +139,8 @@ class ElmoOptions:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise OptionsError(f"{path}: not valid JSON ({e})") from None
+        except UnicodeDecodeError as e:
+            raise OptionsError(f"{path}: not UTF-8 ({e.reason} at byte {e.start}); is it an options.json?") from None
         return cls.from_dict(data, source=str(path))
 
     def save(self, path: str | Path) -> None:

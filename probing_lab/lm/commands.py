@@ -10,29 +10,15 @@ from pathlib import Path
 log = logging.getLogger("probing_lab")
 
 
-def _read_sentences(path: Path) -> list[list[str]]:
-    if not path.is_file():
-        raise FileNotFoundError(f"--input {path}: no such file (one whitespace-tokenized sentence per line)")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 ({e.reason}); save the file as UTF-8") from None
-    sentences = [line.split() for line in lines]
-    empty = [i + 1 for i, s in enumerate(sentences) if not s]
-    if empty:
-        raise ValueError(f"{path}: line(s) {empty[:10]} are empty; give one sentence per line, with no blank lines")
-    return sentences
-
-
 def cmd_lm_score(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..fileio import atomic_path
+    from ..text import read_sentence_file
     from .model import load_language_model
     from .score import score_sentences
 
-    sentences = _read_sentences(Path(args.input))
+    sentences = read_sentence_file(args.input)
     out = Path(args.output)
     if out.is_dir():
         raise IsADirectoryError(f"--output {out} is a directory; give a file name, e.g. {out / 'scores.jsonl'}")

@@ -213,6 +213,10 @@ def run_experiment(
         exp = Experiment.from_dict(experiment)
     else:
         exp = Experiment.load(experiment)
+    if out is not None and (Path(out) / "metrics.json").exists():  # checked before minutes of work
+        raise ExperimentError(f"{out} already holds a probe run (metrics.json); choose another --out or delete it")
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise ExperimentError(f"{out} is a file; --out is the run's folder")
     try:
         loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
     except (FileNotFoundError, ValueError) as e:
