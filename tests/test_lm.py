@@ -112,6 +112,15 @@ def test_exported_softmax_scores_what_the_training_forward_path_computes(tmp_pat
     assert score.forward_logprob + [score.forward_eos] == pytest.approx(forward, abs=1e-4)
     assert [score.backward_bos] + score.backward_logprob == pytest.approx(backward, abs=1e-4)
     assert score.unk == [3]
+    # a warm-start state with its vocab.txt is a language model too (float16 on disk)
+    from probing_lab.training.checkpoint import export_warm_start
+
+    state = export_warm_start(tmp_path / "run", tmp_path / "state", tmp_path / "corpus" / "vocab.txt")
+    (from_state,) = score_sentences(load_language_model(str(state)), [tokens])
+    assert from_state.forward_logprob == pytest.approx(score.forward_logprob, abs=2e-2)
+    (state / "vocab.txt").unlink()
+    with pytest.raises(NoSoftmaxError, match="holds a softmax but not its words"):
+        load_language_model(str(state))
 
 
 def test_models_without_a_softmax_say_so(tmp_path, capsys):

@@ -20,7 +20,7 @@ import torch
 from ..elmo import ElmoBiLM, get_preset, load_checkpoint
 from ..elmo.weights import CHECKPOINT_CARD, check_recorded_sha256
 from ..fileio import atomic_path, file_sha256
-from ..paths import SHIPPED_MODEL_DIR
+from ..paths import CANDIDATE_MODEL_DIR, SHIPPED_MODEL_DIR
 from ..training.vocab import Vocabulary
 
 SOFTMAX_WEIGHTS = "softmax.safetensors"
@@ -91,6 +91,24 @@ def _load_softmax(directory: Path, proj_dim: int) -> tuple[torch.Tensor, torch.T
     return weight, bias, vocab
 
 
+def _training_state(directory: Path, model: Optional[str]) -> LanguageModel:
+    """A training checkpoint, snapshot or warm-start state: the biLM and softmax it holds, with the
+    words of ``vocab.txt`` next to it (``export --warm-start --corpus C`` puts it there)."""
+    from ..training.checkpoint import load_lm
+
+    if not (directory / SOFTMAX_VOCAB).is_file():
+        raise NoSoftmaxError(
+            f"{directory} holds a softmax but not its words: copy the first lines of the corpus's vocab.txt "
+            f"next to it as {SOFTMAX_VOCAB}, or export with `probing-lab export RUN --with-softmax --corpus C`"
+        )
+    lm, info = load_lm(directory)
+    vocab = Vocabulary.load(directory / SOFTMAX_VOCAB, max_size=info["vocab_size"])
+    if len(vocab) != info["vocab_size"]:
+        raise ValueError(f"{directory / SOFTMAX_VOCAB} has {len(vocab)} words, the softmax {info['vocab_size']}")
+    weight, bias = lm.softmax.weight.detach(), lm.softmax.bias.detach()
+    return LanguageModel(lm.bilm.eval(), weight, bias, vocab, f"snapshot:{model}")
+
+
 def load_language_model(model: Optional[str] = None, seed: int = 0) -> LanguageModel:
     """``model`` as everywhere in the lab (a model directory, ``random:PRESET``, or the shipped
     model when None); raises :class:`NoSoftmaxError` when it has no softmax."""
@@ -98,15 +116,19 @@ def load_language_model(model: Optional[str] = None, seed: int = 0) -> LanguageM
         generator = torch.Generator().manual_seed(seed)
         bilm = ElmoBiLM(get_preset(model.split(":", 1)[1]))
         bilm.reset_parameters(generator)
-        if not (SHIPPED_MODEL_DIR / SOFTMAX_VOCAB).is_file():
+        source = next((d for d in (SHIPPED_MODEL_DIR, CANDIDATE_MODEL_DIR) if (d / SOFTMAX_VOCAB).is_file()), None)
+        if source is None:
             raise NoSoftmaxError(
-                f"a random-init language model borrows the shipped vocabulary, and {SHIPPED_MODEL_DIR} has none"
+                f"a random-init language model borrows the lab's vocabulary, and neither {SHIPPED_MODEL_DIR} nor "
+                f"{CANDIDATE_MODEL_DIR} has a {SOFTMAX_VOCAB}"
             )
-        vocab = Vocabulary.load(SHIPPED_MODEL_DIR / SOFTMAX_VOCAB)
+        vocab = Vocabulary.load(source / SOFTMAX_VOCAB)
         dim = bilm.options.projection_dim
         weight = torch.randn(len(vocab), dim, generator=generator) / math.sqrt(dim)  # as SoftmaxHead starts
         return LanguageModel(bilm.eval(), weight, torch.zeros(len(vocab)), vocab, f"{model} (seed {seed})")
     directory = Path(model) if model is not None else SHIPPED_MODEL_DIR
+    if (directory / "lm.safetensors").is_file():  # a training checkpoint, snapshot or warm-start state
+        return _training_state(directory, model)
     bilm = load_checkpoint(directory)
     weight, bias, vocab = _load_softmax(directory, bilm.options.projection_dim)
     name = f"shipped:{directory.name}" if model is None else f"checkpoint:{model}"

@@ -214,11 +214,13 @@ WARM_START_FILES = ("lm.safetensors", "options.json", "info.json", "state.safete
 RUN_LOGS = ("config.json", "metrics.jsonl", "curves.jsonl")
 
 
-def export_warm_start(run_dir: str | Path, out: str | Path) -> Path:
+def export_warm_start(run_dir: str | Path, out: str | Path, vocab: Optional[str | Path] = None) -> Path:
     """A run's latest checkpoint, small enough to commit: the biLM *and* its softmax in float16,
     each rank's LSTM state and random generators, the step and data position, and the run's logs;
     not the optimizer's moments (they would double or triple the size). ``train --resume-from``
-    continues the run from it: same step, same windows, a fresh optimizer."""
+    continues the run from it: same step, same windows, a fresh optimizer. With ``vocab`` (the
+    corpus's vocab.txt) the softmax's words come along, so that the state also loads as a language
+    model (``probing_lab.lm``, the app's Language model page)."""
     from safetensors.torch import load_file, save_file
 
     run_dir, out = Path(run_dir), Path(out)
@@ -235,6 +237,11 @@ def export_warm_start(run_dir: str | Path, out: str | Path) -> Path:
     for name in RUN_LOGS:
         if (run_dir / name).is_file():
             shutil.copy2(run_dir / name, tmp / name)
+    if vocab is not None:
+        from .vocab import Vocabulary
+
+        size = json.loads((latest / "info.json").read_text())["vocab_size"]
+        Vocabulary.load(vocab, max_size=size).save(tmp / "vocab.txt")
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out

@@ -130,7 +130,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.warm_start:
         log.info(
             "wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
-            export_warm_start(args.run, args.out),
+            export_warm_start(args.run, args.out, Path(args.corpus) / "vocab.txt" if args.corpus else None),
             args.out,
         )
         return 0
@@ -216,7 +216,9 @@ def add_training_commands(sub) -> None:
     p.add_argument(
         "--with-softmax", action="store_true", help="keep the softmax and its words (for `probing-lab lm`, the LM page)"
     )
-    p.add_argument("--corpus", help="with --with-softmax: the corpus the run was trained on (its vocab.txt)")
+    p.add_argument(
+        "--corpus", help="with --with-softmax or --warm-start: the corpus the run was trained on (its vocab.txt)"
+    )
     p.add_argument(
         "--warm-start",
         action="store_true",
