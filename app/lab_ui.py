@@ -25,10 +25,12 @@ if str(_CHECKOUT) not in sys.path:  # run from a checkout without `pip install -
 
 from probing_lab.datasets.wsd import COARSEWSD_WORDS  # noqa: E402, F401 (the Polysemy page's presets)
 from probing_lab.models import load_model, shipped_model_dir  # noqa: E402
-from probing_lab.paths import EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR, WORK_DIR  # noqa: E402, F401
+from probing_lab.paths import CANDIDATE_MODEL_DIR, EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR, WORK_DIR  # noqa: E402, F401
 
 ROOT = REPO_ROOT  # the pages read probes/ and runs/ under it
 MODEL_ENV = "PROBING_LAB_MODEL"  # set by `probing-lab app --model ...` (app/launch.py)
+ALLOWED_ROOTS_ENV = "PROBING_LAB_ALLOWED_ROOTS"  # `probing-lab app --allowed-root DIR`: folders, os.pathsep-separated
+NO_RUNS_ENV = "PROBING_LAB_NO_RUNS"  # `probing-lab app --no-runs`: no form that starts probe runs
 FALLBACK_MODEL = "random:cpu-small"
 MAX_CHARS = 5000  # typed text beyond this is cut (with a note): the page must stay responsive
 MAX_SENTENCES = 100
@@ -220,6 +222,45 @@ def limit_text(text: str, limit: int = MAX_CHARS) -> tuple[str, Optional[str]]:
     if boundary > limit // 2:
         cut = cut[:boundary]
     return cut, f"The text was {len(text):,} characters long; only the first {len(cut):,} are used."
+
+
+# --- paths typed by the user (the app as a server) ----------------------------------------------
+
+
+def allowed_roots() -> Optional[list[Path]]:
+    """The folders the path fields may name, resolved: ``$PROBING_LAB_ALLOWED_ROOTS`` plus the checkout
+    (``REPO_ROOT``, with the shipped model and the probe results); None when it is not set (any path)."""
+    folders = [f.strip() for f in os.environ.get(ALLOWED_ROOTS_ENV, "").split(os.pathsep) if f.strip()]
+    if not folders:
+        return None
+    return [Path(f).expanduser().resolve() for f in folders] + [REPO_ROOT.resolve()]
+
+
+def allowed_path(text: str | Path) -> Path:
+    """The path a user typed, checked against :func:`allowed_roots` after resolving symlinks and ``..``;
+    raises ``ValueError`` with a message fit to show. Without confinement the path comes back as typed
+    (``~`` expanded); with it, resolved, so that what is read is what was checked."""
+    raw = str(text).strip()
+    try:
+        path = Path(raw).expanduser()
+        roots = allowed_roots()
+        if roots is None:
+            return path
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as e:  # "~nobody", a NUL byte, a symlink loop
+        raise ValueError(f"Not a usable path: {raw!r} ({e})") from None
+    if any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        return resolved
+    raise ValueError(
+        f"{raw} is outside the folders this server allows (${ALLOWED_ROOTS_ENV}: "
+        + ", ".join(str(r) for r in roots)
+        + "). Choose a path inside one of them."
+    )
+
+
+def runs_allowed() -> bool:
+    """False when ``$PROBING_LAB_NO_RUNS`` is set (to anything but empty, 0, false or no)."""
+    return os.environ.get(NO_RUNS_ENV, "").strip().lower() in ("", "0", "false", "no")
 
 
 # --- data sets ----------------------------------------------------------------------------------

@@ -2,22 +2,32 @@
 
 Streamlit is started as a child process (``python -m streamlit run app/Tour.py``), headless, on
 127.0.0.1, with the file watcher off (it floods on a large checkout). The model choice travels in
-``$PROBING_LAB_MODEL``, which the app reads as its default model. Importing this module needs no
-Streamlit, so the CLI stays fast.
+``$PROBING_LAB_MODEL``, which the app reads as its default model; ``--allowed-root`` and ``--no-runs``
+travel as ``$PROBING_LAB_ALLOWED_ROOTS`` and ``$PROBING_LAB_NO_RUNS`` (read by ``app/lab_ui.py``).
+SIGTERM, SIGINT and SIGHUP sent to the launcher are passed on to Streamlit, so stopping the launcher
+stops the server (no orphan left listening). Importing this module needs no Streamlit, so the CLI
+stays fast.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 APP_DIR = Path(__file__).resolve().parent
 HOME = APP_DIR / "Tour.py"  # the first page: its file name is its name in the navigation
 MODEL_ENV = "PROBING_LAB_MODEL"
+ALLOWED_ROOTS_ENV = "PROBING_LAB_ALLOWED_ROOTS"  # the same names as in lab_ui.py (which needs Streamlit)
+NO_RUNS_ENV = "PROBING_LAB_NO_RUNS"
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_TIMEOUT_S = 10.0  # after a forwarded signal: how long Streamlit gets before it is killed
 
 
 def free_port() -> int:
@@ -45,6 +55,51 @@ def check_model(model: Optional[str]) -> Optional[str]:
             f"--model {model}: no model.safetensors in that directory (for a released ELMo choose it on the Model page)"
         )
     return None
+
+
+def check_port(port: Optional[int]) -> Optional[str]:
+    """A reason Streamlit could not serve on 127.0.0.1:``port``, or None (None or 0: a free port is picked).
+
+    Binds the port for a moment (with SO_REUSEADDR, as Streamlit's server does, so a port in TIME_WAIT
+    passes). Another process can still take it before Streamlit starts; that race is not closed here."""
+    if not port:
+        return None
+    if not 1 <= port <= 65535:
+        return f"--port {port} is not a TCP port (1-65535); omit --port for a free one"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            why = "already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+            return (
+                f"--port {port}: cannot listen on 127.0.0.1:{port} ({why}); "
+                "choose another port or omit --port for a free one"
+            )
+    return None
+
+
+def check_roots(roots: Optional[Iterable[str]]) -> tuple[list[str], Optional[str]]:
+    """``--allowed-root`` folders resolved (the app runs in another working directory), or a reason."""
+    resolved = []
+    for root in roots or ():
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            return [], f"--allowed-root {root}: no such directory"
+        resolved.append(str(path.resolve()))
+    return resolved, None
+
+
+def stop_child(process: subprocess.Popen, signum: int = signal.SIGTERM, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Pass ``signum`` on to the child, wait for it, kill it if it has not exited after ``timeout_s``."""
+    if process.poll() is not None:
+        return
+    try:
+        process.send_signal(signum)
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120.0) -> bool:
@@ -86,9 +141,21 @@ def streamlit_command(port: int) -> list[str]:
     ]
 
 
-def run_app(port: Optional[int] = None, model: Optional[str] = None) -> int:
-    """Run the app until interrupted; returns the exit status (0 after Ctrl-C, 2 for a bad argument)."""
-    problem = check_model(model)
+def run_app(
+    port: Optional[int] = None,
+    model: Optional[str] = None,
+    allowed_roots: Optional[Iterable[str]] = None,
+    no_runs: bool = False,
+) -> int:
+    """Run the app until stopped; returns the exit status: Streamlit's own if it exits by itself, 0 when
+    stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP (passed on to Streamlit, which is waited for), 2 for a
+    bad argument (with the reason on stderr and nothing started).
+
+    ``allowed_roots`` confines the app's path fields to these folders (and the checkout); ``no_runs``
+    hides the form that starts probe runs. Both default to what the environment already says."""
+    problem = check_model(model) or check_port(port)
+    roots, roots_problem = check_roots(allowed_roots)
+    problem = problem or roots_problem
     if problem:
         print(f"probing-lab app: {problem}", file=sys.stderr)
         return 2
@@ -103,14 +170,40 @@ def run_app(port: Optional[int] = None, model: Optional[str] = None) -> int:
         env[MODEL_ENV] = (
             str(Path(model).expanduser().resolve()) if not model.startswith("random:") and model != "shipped" else model
         )
-    print(f"probing-lab app: http://127.0.0.1:{port}  (model: {model or 'shipped'}; Ctrl-C stops)", file=sys.stderr)
-    process = subprocess.Popen(streamlit_command(port), env=env, cwd=str(APP_DIR.parent))
+    if roots:  # the command line wins over an inherited $PROBING_LAB_ALLOWED_ROOTS
+        env[ALLOWED_ROOTS_ENV] = os.pathsep.join(roots)
+    if no_runs:
+        env[NO_RUNS_ENV] = "1"
+    notes = [f"model: {model or 'shipped'}"]
+    if env.get(ALLOWED_ROOTS_ENV, "").strip(os.pathsep + " "):
+        notes.append("paths confined to $" + ALLOWED_ROOTS_ENV)
+    if env.get(NO_RUNS_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+        notes.append("probe runs off")
+    print(f"probing-lab app: http://127.0.0.1:{port}  ({'; '.join(notes)}; Ctrl-C stops)", file=sys.stderr)
+
+    received: list[int] = []
+
+    def on_signal(signum, frame):  # only record it: the loop below passes it on (no exception mid-Popen)
+        received.append(signum)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # signal handlers can only be set there
+        for signum in FORWARDED_SIGNALS:
+            previous[signum] = signal.signal(signum, on_signal)
+    process = None
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        process = subprocess.Popen(streamlit_command(port), env=env, cwd=str(APP_DIR.parent))
+        while not received:  # a signal that came during Popen is seen here too
+            try:
+                return process.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                continue
+        stop_child(process, received[0])
         return 0
+    except BaseException:  # whatever stops the launcher stops the server with it
+        if process is not None:
+            stop_child(process)
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,5 +1,5 @@
 """``probing-lab`` command line: ``app``, ``embed``, ``demo``, ``info``, ``corpus build|fetch-help``, ``train``,
-``curves``, ``eval-lm``, ``export``, ``probe``, ``report``, ``lm score|predict|agreement``, ``compare``;
+``curves``, ``eval-lm``, ``export``, ``probe``, ``report``, ``lm score|predict|agreement``, ``compare``, ``download``;
 ``probing-lab COMMAND --help`` for each."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .analysis.commands import add_compare_command
+from .download import DownloadError, add_download_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
 
@@ -35,16 +36,15 @@ def _threads(n: int | None) -> None:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     import h5py
+    import numpy as np
 
     from .elmo import Embedder
     from .fileio import atomic_path
     from .models import load_model
+    from .text import read_sentence_file
 
-    src = Path(args.input)
-    if not src.is_file():
-        raise FileNotFoundError(f"input file not found: {src} (one whitespace-tokenized sentence per line)")
-    lines = src.read_text(encoding="utf-8").splitlines()
-    sentences = [line.split() for line in lines]
+    sentences = read_sentence_file(args.input, allow_empty=True)  # empty lines keep their index
+    lines = Path(args.input).read_text(encoding="utf-8").splitlines()  # the keys of sentence_to_index
     empty = sum(1 for s in sentences if not s)
     if empty:
         log.warning("%d empty line(s): each gets a (layers, 0, dim) dataset so indices stay aligned", empty)
@@ -60,6 +60,11 @@ def cmd_embed(args: argparse.Namespace) -> int:
         with h5py.File(tmp, "w") as f:
             # each batch is written as it comes: memory stays flat however long the input is
             for i, array in elmo.embed_iter(sentences, progress=not args.quiet):
+                if not np.isfinite(array).all():  # the temporary file is removed: no output at all
+                    raise ValueError(
+                        f"{loaded.name} gives non-finite vectors (NaN or inf) for line {i + 1}: its weights are "
+                        "broken (a diverged training run?); nothing was written"
+                    )
                 f.create_dataset(str(i), data=array)
             index = {line: str(i) for i, line in enumerate(lines)}
             f.create_dataset("sentence_to_index", data=[json.dumps(index)], dtype=h5py.string_dtype())
@@ -199,7 +204,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     spec = importlib.util.spec_from_file_location("probing_lab_app_launch", launch)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.run_app(port=args.port, model=args.model)
+    return module.run_app(port=args.port, model=args.model, allowed_roots=args.allowed_root, no_runs=args.no_runs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -231,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_commands(sub)
     add_lm_commands(sub)
     add_compare_command(sub)
+    add_download_command(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")
@@ -246,6 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("app", help="start the Streamlit lab on 127.0.0.1")
     p.add_argument("--port", type=int, help="default: a free port")
     p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
+    p.add_argument(
+        "--allowed-root",
+        action="append",
+        metavar="DIR",
+        help="confine the app's path fields to DIR and the checkout (repeatable; $PROBING_LAB_ALLOWED_ROOTS)",
+    )
+    p.add_argument("--no-runs", action="store_true", help="hide the form that starts probe runs ($PROBING_LAB_NO_RUNS)")
     p.set_defaults(func=cmd_app)
 
     p = sub.add_parser("report", help="several probe runs -> one tasks x layers x models table (markdown)")
@@ -260,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     _threads(args.threads)
     try:
         return args.func(args)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, KeyError) as e:
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, KeyError, DownloadError) as e:
         if args.verbose:
             raise
         message = e.args[0] if isinstance(e, KeyError) and e.args else e

@@ -100,7 +100,13 @@ def new_run_form() -> None:
         )
 
 
-new_run_form()
+if lab_ui.runs_allowed():
+    new_run_form()
+else:
+    st.info(
+        "Starting probe runs is turned off on this server ($PROBING_LAB_NO_RUNS / `probing-lab app --no-runs`); "
+        "the results of finished runs are shown below."
+    )
 source = st.radio("Results", list(SOURCES), horizontal=True, key="results_source")
 if SOURCES[source] is None:
     folder = st.text_input(
@@ -109,7 +115,11 @@ if SOURCES[source] is None:
         key="run_dir",
         help="Where `probing-lab probe` wrote its run directories (each has a metrics.json).",
     )
-    root = Path(folder).expanduser()
+    try:
+        root = lab_ui.allowed_path(folder)  # confined to $PROBING_LAB_ALLOWED_ROOTS when that is set
+    except ValueError as e:
+        st.error(str(e))
+        st.stop()
 else:
     root = SOURCES[source]
 if not root.is_dir():

@@ -34,7 +34,10 @@ try:
     lm = lab_ui.language_model(spec)
 except NoSoftmaxError as e:
     st.info(f"{spec.label} has no language-model softmax: {e}")
-    st.markdown("Choose the shipped model or a random-init model on the **Model** page.")
+    st.markdown(
+        "On the **Model** page choose the *next model (in training)*, whose committed state carries its softmax, "
+        "or a random-init model (the chance baseline)."
+    )
     st.stop()
 except Exception as e:  # noqa: BLE001 - every load failure becomes a message
     st.error(lab_ui.model_error(spec, e))

@@ -33,7 +33,10 @@ for path in sorted((lab_ui.ROOT / "docs" / "curves").glob("*.jsonl")):
     sources[f"candidate run: {path.stem}"] = path
 own = st.text_input("Also show a run directory (its curves.jsonl)", "", key="curves_run")
 if own.strip():
-    sources[f"run: {own.strip()}"] = Path(own.strip()).expanduser()
+    try:
+        sources[f"run: {own.strip()}"] = lab_ui.allowed_path(own)
+    except ValueError as e:
+        st.error(str(e))
 if not sources:
     st.info("No learning curves in this checkout (docs/curves/ is empty).")
     st.stop()

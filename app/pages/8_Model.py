@@ -17,6 +17,7 @@ SHIPPED = "Shipped model (data/models/elmo-lab)"
 EARLY = "Early snapshot (data/models/elmo-lab-early)"
 RANDOM = "Random init"
 RELEASED = "Released ELMo (options.json + weights.hdf5)"
+CANDIDATE = "Next model, in training (data/warm-start/candidate-wide)"
 CHECKPOINT = "Another checkpoint directory"
 
 lab_ui.page("Model")
@@ -31,12 +32,39 @@ def kind_of(spec: lab_ui.ModelSpec) -> str:
         return SHIPPED
     if spec.model.startswith("random:"):
         return RANDOM
+    if Path(spec.model).resolve() == lab_ui.CANDIDATE_MODEL_DIR.resolve():
+        return CANDIDATE
     return EARLY if Path(spec.model).resolve() == lab_ui.EARLY_MODEL_DIR.resolve() else CHECKPOINT
 
 
-KINDS = [SHIPPED, EARLY, RANDOM, RELEASED, CHECKPOINT]
+def download_form() -> None:
+    """Fetch a published ELMo into the user's cache folder with a progress bar, then fill in its paths."""
+    from probing_lab.download import MODELS, default_dir, download
+
+    with st.expander("Download one (internet; the original model is 360 MB)"):
+        name = st.selectbox("Model", list(MODELS), key="download_name")
+        st.caption(f"Into {default_dir(name)}; an interrupted download resumes; a manifest records the SHA-256.")
+        if not st.button("Download", key="download"):
+            return
+        bar = st.progress(0.0, text=f"{name}: connecting…")
+
+        def report(file: str, done: int, total) -> None:
+            if total:
+                text = f"{name}: {file} {done / 2**20:,.0f} of {total / 2**20:,.0f} MB"
+                bar.progress(min(done / total, 1.0), text=text)
+
+        try:
+            files = download(name, progress=False, on_progress=report)
+        except (OSError, ValueError) as e:  # DownloadError, VerifyError: the message says what to do
+            st.error(str(e))
+            return
+        st.session_state["options"], st.session_state["weights"] = str(files.options), str(files.weights)
+        st.rerun()
+
+
+KINDS = [SHIPPED, EARLY, *([CANDIDATE] if lab_ui.CANDIDATE_MODEL_DIR.is_dir() else []), RANDOM, RELEASED, CHECKPOINT]
 kind = st.radio("Model", KINDS, index=KINDS.index(kind_of(current)), key="kind")
-spec, problem = None, None
+spec, problem, refused = None, None, None  # refused: a path outside $PROBING_LAB_ALLOWED_ROOTS (lab_ui.allowed_path)
 if kind == SHIPPED:
     if shipped_model_dir() is None:
         problem = (
@@ -51,6 +79,12 @@ elif kind == EARLY:
         problem = f"No early snapshot at {lab_ui.EARLY_MODEL_DIR} (it ships together with the trained model)."
     else:
         spec = lab_ui.ModelSpec(model=str(lab_ui.EARLY_MODEL_DIR))
+elif kind == CANDIDATE:
+    st.caption(
+        "The committed warm-start state of the model in training (see the README and the Training page). It "
+        "carries its softmax, so the Language model page works with it."
+    )
+    spec = lab_ui.ModelSpec(model=str(lab_ui.CANDIDATE_MODEL_DIR))
 elif kind == RANDOM:
     c1, c2 = st.columns(2)
     names = sorted(PRESETS)
@@ -63,6 +97,8 @@ elif kind == RANDOM:
     )
     spec = lab_ui.ModelSpec(model=f"random:{preset}", seed=seed)
 elif kind == RELEASED:
+    if lab_ui.runs_allowed():
+        download_form()
     options = st.text_input(
         "options.json", key="options", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_options.json"
     )
@@ -76,13 +112,16 @@ elif kind == RELEASED:
     if not options.strip() or not weights.strip():
         problem = "Give both paths."
     else:
-        missing = [p for p in (options.strip(), weights.strip()) if not Path(p).expanduser().is_file()]
-        if missing:
-            problem = "No such file: " + ", ".join(missing)
+        try:
+            paths = [lab_ui.allowed_path(options), lab_ui.allowed_path(weights)]
+        except ValueError as e:
+            refused = str(e)
         else:
-            spec = lab_ui.ModelSpec(
-                options=str(Path(options.strip()).expanduser()), weights=str(Path(weights.strip()).expanduser())
-            )
+            missing = [text.strip() for text, path in zip((options, weights), paths) if not path.is_file()]
+            if missing:
+                problem = "No such file: " + ", ".join(missing)
+            else:
+                spec = lab_ui.ModelSpec(options=str(paths[0]), weights=str(paths[1]))
 else:
     directory = st.text_input(
         "Checkpoint directory",
@@ -91,14 +130,23 @@ else:
     )
     if not directory.strip():
         problem = "Give a directory."
-    elif not Path(directory.strip()).expanduser().is_dir():
-        problem = f"No such directory: {directory.strip()}"
     else:
-        spec = lab_ui.ModelSpec(model=str(Path(directory.strip()).expanduser()))
+        try:
+            path = lab_ui.allowed_path(directory)
+        except ValueError as e:
+            refused = str(e)
+        else:
+            if not path.is_dir():
+                problem = f"No such directory: {directory.strip()}"
+            else:
+                spec = lab_ui.ModelSpec(model=str(path))
 
+if refused:
+    st.error(refused)
 if problem:
     st.warning(problem)
-if st.button("Use this model", disabled=spec is None, type="primary", key="use"):
+# `spec is not None` again: a disabled button's click can still reach the server
+if st.button("Use this model", disabled=spec is None, type="primary", key="use") and spec is not None:
     try:
         bundle = lab_ui.load_bundle(spec)
     except Exception as e:  # noqa: BLE001 - a bad file becomes a message naming it

@@ -117,9 +117,12 @@ class Experiment:
         for name in ("control", "mdl", "random_init"):
             if not isinstance(getattr(exp, name), bool):
                 raise ExperimentError(f"{where}: {name} must be true or false, got {getattr(exp, name)!r}")
-        for name in ("name", "task", "dataset", "train", "dev", "test"):
+        for name in ("name", "task", "dataset"):
             if not isinstance(getattr(exp, name), str) or not getattr(exp, name):
                 raise ExperimentError(f"{where}: {name} must be a non-empty string, got {getattr(exp, name)!r}")
+        for name in ("train", "dev", "test"):  # "" names the whole of a dataset without splits
+            if not isinstance(getattr(exp, name), str):
+                raise ExperimentError(f"{where}: {name} must be a split name (a string), got {getattr(exp, name)!r}")
         try:
             exp.probe_config()  # validates the [probe] table for the task's probe family
         except ValueError as e:
