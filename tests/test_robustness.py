@@ -203,3 +203,15 @@ def test_probe_refuses_to_overwrite_a_run(tmp_path):
     with pytest.raises(ExperimentError, match="already holds a probe run"):
         run_experiment({"name": "x", "task": "upos", "dataset": "ewt"}, model="random:cpu-tiny", out=tmp_path / "run")
     assert (tmp_path / "run" / "metrics.json").read_text() == "{}"
+
+
+def test_an_options_error_names_the_file_once(tmp_path):
+    from probing_lab.elmo import OptionsError
+
+    options = ElmoOptions.from_dict(TINY_MODEL).to_dict()
+    del options["lstm"]["dim"]
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(OptionsError) as e:
+        ElmoOptions.load(path)
+    assert str(e.value).count(str(path)) == 1 and "missing field 'lstm.dim'" in str(e.value)

@@ -107,8 +107,9 @@ class ElmoOptions:
                 max_characters_per_token=cnn.get("max_characters_per_token", MAX_CHARS),
                 extra=extra,
             )
-        except OptionsError as e:
-            raise OptionsError(f"{source}: {e}") from None
+        except OptionsError as e:  # need() names the source already; the checks of __post_init__ do not
+            message = str(e)
+            raise OptionsError(message if message.startswith(f"{source}: ") else f"{source}: {message}") from None
 
     def to_dict(self) -> dict:
         out = copy.deepcopy(self.extra) if self.extra else {}
