@@ -72,3 +72,17 @@ def read_sentence_file(path: str | Path, allow_empty: bool = False) -> list[list
     if empty and not allow_empty:
         raise ValueError(f"{path}: line(s) {empty[:10]} are empty; give one sentence per line, with no blank lines")
     return sentences
+
+
+def first_sentences(sentences: list[list[str]], max_tokens: int) -> list[list[str]]:
+    """Whole sentences from the start, up to ``max_tokens`` tokens in all (the first sentence cut to
+    ``max_tokens`` when it alone is longer): how the views keep a text small enough to draw."""
+    kept, total = [], 0
+    for s in sentences:
+        if total + len(s) > max_tokens:
+            break
+        kept.append(s)
+        total += len(s)
+    if not kept and sentences:
+        kept = [sentences[0][:max_tokens]]
+    return kept

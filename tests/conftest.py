@@ -39,3 +39,16 @@ def golden() -> Path:
     if shared is None:
         pytest.skip("golden fixture not found: set PROBING_LAB_SHARED to the team's shared/ folder")
     return shared / "fixtures" / "elmo-tf-reference"
+
+
+# --- Streamlit AppTest helpers (tests/test_app.py, tests/test_server.py) -------------------------
+
+
+def ok(at):
+    """The AppTest after a run that raised nothing (the exceptions are shown when it did)."""
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)

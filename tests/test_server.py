@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
+from conftest import ok, texts  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,15 +39,6 @@ def run(page: str) -> AppTest:
     at = AppTest.from_file(str(PAGES[page]), default_timeout=TIMEOUT)
     at.run()
     return at
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
 
 
 # --- launcher: ports ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 from probing_lab.analysis import cosine_matrix, embed_activations, layer_label, nearest_contexts
-from probing_lab.text import split_and_tokenize
+from probing_lab.text import first_sentences, split_and_tokenize
 
 MAX_TOKENS = 120  # a heatmap beyond this is unreadable
 DEFAULT = "The bank raised its interest rates. We sat on the bank of the river and watched the boats."
@@ -28,14 +28,7 @@ if not sentences:
     st.stop()
 tokens = [t for s in sentences for t in s]
 if len(tokens) > MAX_TOKENS:
-    kept, total = [], 0
-    for s in sentences:
-        if total + len(s) > MAX_TOKENS:
-            break
-        kept.append(s)
-        total += len(s)
-    if not kept:
-        kept = [sentences[0][:MAX_TOKENS]]
+    kept = first_sentences(sentences, MAX_TOKENS)
     st.info(f"The text has {len(tokens)} tokens; the first {sum(map(len, kept))} (whole sentences) are used.")
     sentences = kept
     tokens = [t for s in sentences for t in s]

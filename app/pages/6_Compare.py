@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from probing_lab.analysis import cka_matrix, corpus_geometry, embed_activations, layer_label
-from probing_lab.text import split_and_tokenize
+from probing_lab.text import first_sentences, split_and_tokenize
 
 LAYERS = ["0", "1", "1f", "1b", "2", "2f", "2b"]
 MAX_TOKENS = 3000  # the debiased estimator builds (tokens x tokens) Gram matrices
@@ -54,12 +54,8 @@ else:
     except lab_ui.DataUnavailable as e:
         st.error(f"UD English-EWT is not available: {e}. Choose “Your text”.")
         st.stop()
-kept, total = [], 0
-for s in sentences:
-    if total + len(s) > MAX_TOKENS:
-        break
-    kept.append(s)
-    total += len(s)
+kept = first_sentences(sentences, MAX_TOKENS)
+total = sum(map(len, kept))
 if total < 4:
     st.warning("CKA needs at least 4 tokens; type more text.")
     st.stop()

@@ -28,12 +28,10 @@ def read_token_lists(args: argparse.Namespace) -> list[list[str]]:
     sentences = [s for s in sentences if s][: args.limit]
     if not sentences:
         raise ValueError("no sentences to compare on")
-    kept, total = [], 0
-    for s in sentences:  # whole sentences up to MAX_TOKENS
-        if total + len(s) > MAX_TOKENS and kept:
-            break
-        kept.append(s[:MAX_TOKENS])
-        total += len(kept[-1])
+    from ..text import first_sentences
+
+    kept = first_sentences(sentences, MAX_TOKENS)
+    total = sum(map(len, kept))
     if len(kept) < len(sentences):
         log.info("using the first %d sentences (%d tokens; at most %d)", len(kept), total, MAX_TOKENS)
     return kept
