@@ -38,22 +38,21 @@ def read_token_lists(args: argparse.Namespace) -> list[list[str]]:
 
 
 def representations(model_arg: str | None, sentences, keys: list[str], seed: int = 0):
-    """A model's named representations of every token: ``(name, {key: (n, dim)}, activations)``."""
+    """A model's named representations of every token: ``(name, {key: (n, dim)})``."""
     from ..elmo import Embedder
-    from ..features.activations import embed_activations, split_half
+    from ..features.activations import embed_activations, layer_number, split_half
     from ..models import load_model
 
     loaded = load_model(None if model_arg in (None, "shipped") else model_arg, seed=seed)
     n_layers = loaded.model.n_layers
     for key in keys:
-        half = split_half(key)
-        k = half[0] if half else (int(key) if key.isdigit() else None)
-        if k is None or k >= n_layers or (half and k == 0):
+        k = layer_number(key)
+        if k is None or k >= n_layers or (split_half(key) and k == 0):
             raise ValueError(
                 f"--layers: {key!r} is not a layer of {loaded.name} (it has 0-{n_layers - 1}; halves 1f, 1b, ...)"
             )
     acts = embed_activations(Embedder(loaded.model, batch_size=32), sentences)
-    return loaded.name, {key: acts.layer(key) for key in keys}, acts
+    return loaded.name, {key: acts.layer(key) for key in keys}
 
 
 def save_cka_png(rows, cols, M, row_model: str, col_model: str, path: Path) -> None:
@@ -115,7 +114,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with atomic_path(out / "geometry.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["model", "layer", "anisotropy", "self_similarity", "adjusted_self_similarity", "words"])
-        for name, layers, _ in {id(x): x for x in (first, second)}.values():
+        for name, layers in {id(x): x for x in (first, second)}.values():
             for row in corpus_geometry(layers, words, sentence_of):
                 w.writerow([name, *row.values()])
     log.info("wrote %s, %s and %s", out / "cka.csv", out / "cka.png", out / "geometry.csv")

@@ -39,6 +39,17 @@ def split_half(key: str) -> tuple[int, str] | None:
     return (int(m.group(1)), m.group(2)) if m else None
 
 
+def layer_number(key) -> int | None:
+    """The model layer a key reads: ``1`` and ``"1"`` -> 1, ``"2b"`` -> 2; None for "mean", "mix" or an
+    unknown name."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key
+    half = split_half(key)
+    if half:
+        return half[0]
+    return int(key) if isinstance(key, str) and key.isdigit() else None
+
+
 def take_layer(layers: np.ndarray, key: str) -> np.ndarray:
     """``layers (n_layers, ..., dim)`` -> the layer ``"1"`` or the half ``"1f"`` named by ``key``."""
     half = split_half(key)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..features.activations import split_half
+from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
 from .probes import ProbeConfig
 from .runs import ProbeRun, write_run
@@ -182,8 +182,7 @@ class RunProgress:
 def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report) -> tuple[dict, dict]:
     from .runners import RUNNERS
 
-    numbers = {layer: layer if isinstance(layer, int) else (split_half(layer) or (-1,))[0] for layer in exp.layers}
-    too_deep = [layer for layer, k in numbers.items() if k >= encoder.n_layers]
+    too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
