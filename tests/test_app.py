@@ -484,6 +484,21 @@ def test_model_page_random_and_checkpoint(tmp_path):
     assert any("test-card" in str(j.value) for j in at.json)
 
 
+def test_model_page_offers_the_warm_start_only_while_it_is_ahead_of_the_shipped_model(tmp_path, monkeypatch):
+    import lab_ui
+
+    shipped, warm = tmp_path / "shipped", tmp_path / "warm"
+    shipped.mkdir(), warm.mkdir()
+    (shipped / "model_card.json").write_text('{"training": {"step": 100}}')
+    (warm / "info.json").write_text('{"step": 100}')  # the shipped model is the warm-start state
+    monkeypatch.setattr(lab_ui, "SHIPPED_MODEL_DIR", shipped)
+    monkeypatch.setattr(lab_ui, "CANDIDATE_MODEL_DIR", warm)
+    options = ok(run("model")).radio(key="kind").options
+    assert not any(o.startswith("Next model") for o in options) and "Random init" in options
+    (warm / "info.json").write_text('{"step": 250}')  # training went on after the model shipped
+    assert any(o.startswith("Next model") for o in ok(run("model")).radio(key="kind").options)
+
+
 def test_model_page_errors(tmp_path):
     at = run("model")
     at.radio(key="kind").set_value("Released ELMo (options.json + weights.hdf5)").run()

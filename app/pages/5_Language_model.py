@@ -35,7 +35,7 @@ try:
 except NoSoftmaxError as e:
     st.info(f"{spec.label} has no language-model softmax: {e}")
     st.markdown(
-        "On the **Model** page choose the *next model (in training)*, whose committed state carries its softmax, "
+        "On the **Model** page choose the *shipped model* or its *early snapshot*, which carry their softmax, "
         "or a random-init model (the chance baseline)."
     )
     st.stop()

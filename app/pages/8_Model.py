@@ -2,6 +2,7 @@
 the layer structure is there after 5% of training), a random-init model (the baseline every probe needs)
 or a released ELMo (``options.json`` + ``weights.hdf5`` as AllenNLP published them)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -62,8 +63,19 @@ def download_form() -> None:
         st.rerun()
 
 
-KINDS = [SHIPPED, EARLY, *([CANDIDATE] if lab_ui.CANDIDATE_MODEL_DIR.is_dir() else []), RANDOM, RELEASED, CHECKPOINT]
-kind = st.radio("Model", KINDS, index=KINDS.index(kind_of(current)), key="kind")
+def candidate_is_ahead() -> bool:
+    """The committed warm-start state is worth offering only while it has trained past the shipped model."""
+    try:
+        candidate = json.loads((lab_ui.CANDIDATE_MODEL_DIR / "info.json").read_text(encoding="utf-8"))["step"]
+        shipped = json.loads((lab_ui.SHIPPED_MODEL_DIR / "model_card.json").read_text(encoding="utf-8"))["training"]["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return lab_ui.CANDIDATE_MODEL_DIR.is_dir()
+    return candidate != shipped
+
+
+KINDS = [SHIPPED, EARLY, *([CANDIDATE] if candidate_is_ahead() else []), RANDOM, RELEASED, CHECKPOINT]
+current_kind = kind_of(current) if kind_of(current) in KINDS else CHECKPOINT  # the warm-start, when it is shipped
+kind = st.radio("Model", KINDS, index=KINDS.index(current_kind), key="kind")
 spec, problem, refused = None, None, None  # refused: a path outside $PROBING_LAB_ALLOWED_ROOTS (lab_ui.allowed_path)
 if kind == SHIPPED:
     if shipped_model_dir() is None:
