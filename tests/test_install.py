@@ -53,11 +53,11 @@ def test_the_built_install_carries_the_app_model_and_experiments(installed):
         installed,
         "import probing_lab.paths as p; print(p.__file__, p.INSTALLED, "
         "(p.APP_DIR / 'Tour.py').is_file(), (p.SHIPPED_MODEL_DIR / 'model.safetensors').is_file(), "
-        "(p.PROBES_DIR / 'pos_ewt.toml').is_file(), p.WORK_DIR)",
+        "(p.PROBES_DIR / 'pos_ewt.toml').is_file(), p.AGREEMENT_PAIRS_FILE.is_file(), p.WORK_DIR)",
     )
     assert out[0].startswith(str(installed)), out  # not the checkout's editable package
-    assert out[1:5] == ["True"] * 4, out
-    assert out[5] == str(installed.parent)  # runs and caches go to the working directory, not site-packages
+    assert out[1:6] == ["True"] * 5, out
+    assert out[6] == str(installed.parent)  # runs and caches go to the working directory, not site-packages
 
 
 def test_the_built_install_serves_the_app(installed):

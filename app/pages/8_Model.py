@@ -67,7 +67,8 @@ def candidate_is_ahead() -> bool:
     """The committed warm-start state is worth offering only while it has trained past the shipped model."""
     try:
         candidate = json.loads((lab_ui.CANDIDATE_MODEL_DIR / "info.json").read_text(encoding="utf-8"))["step"]
-        shipped = json.loads((lab_ui.SHIPPED_MODEL_DIR / "model_card.json").read_text(encoding="utf-8"))["training"]["step"]
+        card = json.loads((lab_ui.SHIPPED_MODEL_DIR / "model_card.json").read_text(encoding="utf-8"))
+        shipped = card["training"]["step"]
     except (OSError, ValueError, KeyError, TypeError):
         return lab_ui.CANDIDATE_MODEL_DIR.is_dir()
     return candidate != shipped

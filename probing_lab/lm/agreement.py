@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from ..paths import AGREEMENT_PAIRS_FILE
 from .model import LanguageModel
 from .score import score_sentences
 
@@ -45,7 +46,7 @@ DESCRIPTIONS = {
     "object_relative": "The author that the guards like laughs / *laugh",
     "adverb": "The author probably laughs / *laugh",
 }
-PAIRS_FILE = Path(__file__).resolve().parents[2] / "data" / "agreement" / "subject_verb.jsonl"
+PAIRS_FILE = AGREEMENT_PAIRS_FILE
 
 
 @dataclass(frozen=True)
