@@ -231,3 +231,17 @@ def test_a_broken_pairs_file_names_the_line(tmp_path):
     (tmp_path / "p.jsonl").write_text('{"construction": "simple"}\n')
     with pytest.raises(ValueError, match="line 1: not a minimal pair"):
         read_pairs(tmp_path / "p.jsonl")
+
+
+def test_the_shipped_model_is_a_language_model_that_learned_local_agreement():
+    from probing_lab.models import shipped_model_dir
+
+    if shipped_model_dir() is None:
+        pytest.skip("the shipped model is not in this checkout")
+    lm = load_language_model()  # the shipped model carries its softmax and vocab.txt
+    (scored,) = score_sentences(lm, [["The", "keys", "to", "the", "cabinet", "are", "on", "the", "table", "."]])
+    assert scored.unk == [] and all(1 < scored.perplexity(d) < 1000 for d in ("forward", "backward"))
+    pairs = [p for p in read_pairs() if p.construction in ("simple", "adverb")][::6]  # 80 pairs
+    accuracy = evaluate_agreement(lm, pairs).accuracy
+    # measured on all 480 of these pairs: forward 0.842 / 0.958, backward 0.950 / 0.979; a random init ~0.5
+    assert accuracy["simple"]["forward"] > 0.7 and accuracy["adverb"]["forward"] > 0.8, accuracy
