@@ -3,8 +3,8 @@
 - ``REPO_ROOT``: what holds ``data/models``, ``probes/`` and ``app/``: the checkout, or in a built
   (non-editable) install the package's ``_resources`` folder;
 - ``SHIPPED_MODEL_DIR`` / ``EARLY_MODEL_DIR``: the lab's own model and its early snapshot;
-  ``AGREEMENT_PAIRS_FILE``: the subject-verb agreement minimal pairs of the language-model test;
   ``CANDIDATE_MODEL_DIR``: the committed state of the next model, in training (it has a softmax);
+- ``AGREEMENT_PAIRS_FILE``: the subject-verb agreement minimal pairs of the language-model test;
 - ``data_dir()``: where the datasets a user brings live (``--data-dir``, ``$PROBING_LAB_DATA``, or the
   team layout's ``../shared/datasets`` next to the repository), and how it was chosen;
 - ``PACKAGE_DIRS``: where registry packages (``.deb``, ``.tgz``, wheels) are looked for;

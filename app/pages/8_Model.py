@@ -67,15 +67,16 @@ def candidate_is_ahead() -> bool:
     """The committed warm-start state is worth offering only while it has trained past the shipped model."""
     try:
         candidate = json.loads((lab_ui.CANDIDATE_MODEL_DIR / "info.json").read_text(encoding="utf-8"))["step"]
-        card = json.loads((lab_ui.SHIPPED_MODEL_DIR / "model_card.json").read_text(encoding="utf-8"))
-        shipped = card["training"]["step"]
     except (OSError, ValueError, KeyError, TypeError):
         return lab_ui.CANDIDATE_MODEL_DIR.is_dir()
-    return candidate != shipped
+    training = (lab_ui.read_card(lab_ui.SHIPPED_MODEL_DIR) or {}).get("training")
+    return not isinstance(training, dict) or candidate != training.get("step")
 
 
 KINDS = [SHIPPED, EARLY, *([CANDIDATE] if candidate_is_ahead() else []), RANDOM, RELEASED, CHECKPOINT]
-current_kind = kind_of(current) if kind_of(current) in KINDS else CHECKPOINT  # the warm-start, when it is shipped
+current_kind = kind_of(current)
+if current_kind not in KINDS:  # the warm-start state, once it is the shipped model
+    current_kind = CHECKPOINT
 kind = st.radio("Model", KINDS, index=KINDS.index(current_kind), key="kind")
 spec, problem, refused = None, None, None  # refused: a path outside $PROBING_LAB_ALLOWED_ROOTS (lab_ui.allowed_path)
 if kind == SHIPPED:
