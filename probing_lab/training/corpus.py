@@ -17,13 +17,16 @@ markup stripped) or the Debian ``wordnet-base`` ``.deb`` (glosses and example se
 registry packages that keep their text inside data files (Wikipedia summaries, State of the
 Union and Moby-Dick, Jane Austen in R data, Shakespeare and Milton, the GCIDE dictionary) have
 their own readers in :mod:`probing_lab.training.sources`, picked from the archive's member names.
-Nothing is downloaded; ``probing-lab corpus fetch-help`` prints the commands that get the
-registry packages.
+Source code, binary members, numeric tables and word lists are not read
+(:mod:`probing_lab.training.prose`): by name, by content, and per document; ``stats.json`` counts
+what was dropped per source and reason. Nothing is downloaded; ``probing-lab corpus fetch-help``
+prints the commands that get the registry packages.
 """
 
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import json
 import random
 import re
@@ -41,6 +44,7 @@ from ..text import split_and_tokenize, tokenize
 from .errors import CorpusError, SourceFormatError
 from .exclusions import read_exclusion_file, sentence_key
 from .markup import ptb_quotes, strip_tags, strip_wiki_markup, wiki_pages, wordnet_sentences
+from .prose import THRESHOLDS, is_code_name, looks_binary, prose_verdict
 from .sources import Document, ReadMember, package_reader
 from .vocab import Vocabulary
 
@@ -106,6 +110,9 @@ def _member_documents(source: str, name: str, data: bytes) -> Iterator[Document]
         yield Document(source, "\n".join(wordnet_sentences(text)), one_per_line=True)
         return
     if base in ("package.json",) or _SKIP_NAMES.search(name):
+        return
+    if is_code_name(name) or looks_binary(data):
+        yield Document(source, "", dropped="code-name" if is_code_name(name) else "binary", size=len(data))
         return
     text = data.decode("utf-8", errors="replace")
     if base.endswith(".json"):
@@ -177,7 +184,13 @@ def read_source(path: str | Path) -> Iterator[Document]:
                     else:
                         yield from _member_documents(name, member, read(member))
         else:
-            yield from _text_document(name, path.name, path.read_text(encoding="utf-8", errors="replace"))
+            data = path.read_bytes()
+            if looks_binary(data) or is_code_name(path.name):
+                raise CorpusError(
+                    f"{path}: {'binary data' if looks_binary(data) else 'source code or data, by its name'}, not text; "
+                    "give text files of prose, folders or archives (see `probing-lab corpus fetch-help`)"
+                )
+            yield from _text_document(name, path.name, data.decode("utf-8", errors="replace"))
     except SourceFormatError as e:
         raise CorpusError(f"{path}: {e}") from None
     except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError) as e:
@@ -254,7 +267,15 @@ def build_corpus(
         before = len(kept)
         n_read = 0
         for doc in read_source(path):
-            per = stats.sources.setdefault(doc.source, {"sentences": 0, "tokens": 0, "duplicates": 0, "excluded": 0})
+            per = stats.sources.setdefault(
+                doc.source, {"sentences": 0, "tokens": 0, "duplicates": 0, "excluded": 0, "dropped": {}}
+            )
+            reason = doc.dropped or prose_verdict(doc.text)
+            if reason:  # source code, binary data, tables and word lists: counted, not read
+                dropped = per["dropped"].setdefault(reason, {"documents": 0, "bytes": 0})
+                dropped["documents"] += 1
+                dropped["bytes"] += doc.size or len(doc.text.encode("utf-8"))
+                continue
             sentences = _sampled_lines(doc, gcide_definition_tokens, seed) if doc.capped else document_sentences(doc)
             for tokens in sentences:
                 n_read += 1
@@ -304,6 +325,10 @@ def build_corpus(
         "sources": stats.sources,
         "duplicates_removed": stats.duplicates,
         "evaluation_sentences_removed": stats.excluded,
+        "not_prose_removed": {
+            "thresholds": dataclasses.asdict(THRESHOLDS),
+            "documents": sum(d["documents"] for per in stats.sources.values() for d in per["dropped"].values()),
+        },
         "exclusion_files": stats.exclusion_files,
         "seed": seed,
     }

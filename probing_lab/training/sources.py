@@ -29,12 +29,16 @@ ReadMember = Callable[[str], bytes]  # member name -> its bytes
 @dataclass
 class Document:
     """Raw text from one source. ``one_per_line``: every line is already one sentence. ``capped``: a
-    seeded random sample of its lines is kept, up to the cap build_corpus sets (dictionary definitions)."""
+    seeded random sample of its lines is kept, up to the cap build_corpus sets (dictionary definitions).
+    A member skipped as not prose is a document with ``dropped`` set and no text, so that it is counted."""
 
     source: str
     text: str
     one_per_line: bool = False
     capped: bool = False
+    # why a member was not read as prose ("code-name", "binary"; see probing_lab.training.prose), and its size
+    dropped: Optional[str] = None
+    size: int = 0
 
 
 # --- prose helpers shared by the readers -------------------------------------------------------
