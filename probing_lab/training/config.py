@@ -49,6 +49,16 @@ class TrainConfig:
     # its random gradients do not disturb the trained encoder.
     init_from: Optional[str] = None
     freeze_encoder_steps: int = 0
+    # Learning-rate schedule, a function of the step alone (so a resumed run follows it exactly):
+    # linear warmup over ``warmup_steps``, then ``lr``; from ``decay_start_step`` a ``decay``
+    # ("linear" or "cosine") over ``decay_steps`` down to ``lr * min_lr_ratio``, which then stays.
+    # A resumed run may change the schedule of the steps it has not taken yet (see lr_changed_before):
+    # that is how a run is extended, or a cooldown started from a checkpoint taken before it.
+    warmup_steps: int = 0
+    decay: str = "none"
+    decay_start_step: int = 0
+    decay_steps: int = 0
+    min_lr_ratio: float = 0.0
 
     # Settings that change neither the weights nor the data order: a resumed run may differ in these
     # (the length of the run too: no schedule depends on it, so a run can be extended).
@@ -65,8 +75,24 @@ class TrainConfig:
         "eval_heldout_tokens",
     )
 
+    SCHEDULE = ("warmup_steps", "decay", "decay_start_step", "decay_steps", "min_lr_ratio")
+
     def same_math(self, other: "TrainConfig") -> bool:
-        return dataclasses.replace(self, **{k: getattr(other, k) for k in self.BOOKKEEPING}) == other
+        """Equal but for bookkeeping and the schedule (whose past :meth:`lr_changed_before` checks)."""
+        return dataclasses.replace(self, **{k: getattr(other, k) for k in self.BOOKKEEPING + self.SCHEDULE}) == other
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of the update that takes the run from ``step`` to ``step + 1``."""
+        factor = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+        if self.decay != "none" and step >= self.decay_start_step:
+            t = min(1.0, (step - self.decay_start_step) / self.decay_steps)
+            left = 1.0 - t if self.decay == "linear" else 0.5 * (1.0 + math.cos(math.pi * t))
+            factor *= self.min_lr_ratio + (1.0 - self.min_lr_ratio) * left
+        return self.lr * factor
+
+    def lr_changed_before(self, other: "TrainConfig", step: int) -> Optional[int]:
+        """The first step below ``step`` whose learning rate differs between the two configs, or None."""
+        return next((s for s in range(step) if self.lr_at(s) != other.lr_at(s)), None)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":
@@ -118,6 +144,10 @@ class TrainConfig:
         ("eval_every_steps", int, 0, False, False),
         ("eval_heldout_tokens", int, 0, False, False),
         ("freeze_encoder_steps", int, 0, False, False),
+        ("warmup_steps", int, 0, False, False),
+        ("decay_start_step", int, 0, False, False),
+        ("decay_steps", int, 0, False, False),
+        ("min_lr_ratio", float, 0, False, False),
     )
 
     def check(self, where: str) -> None:
@@ -134,6 +164,12 @@ class TrainConfig:
                 problems.append(f"{name} must be {'>' if exclusive else '>='} {low}, got {value!r}")
         if self.optimizer not in ("adagrad", "adam"):
             problems.append(f"optimizer must be 'adagrad' or 'adam', got {self.optimizer!r}")
+        if self.decay not in ("none", "linear", "cosine"):
+            problems.append(f"decay must be 'none', 'linear' or 'cosine', got {self.decay!r}")
+        elif self.decay != "none" and self.decay_steps == 0:
+            problems.append(f"decay {self.decay!r} needs decay_steps >= 1 (the length of the decay)")
+        if isinstance(self.min_lr_ratio, (int, float)) and self.min_lr_ratio > 1.0:
+            problems.append(f"min_lr_ratio must be at most 1, got {self.min_lr_ratio!r}")
         if isinstance(self.dropout, (int, float)) and self.dropout >= 1.0:
             problems.append(f"dropout must be below 1, got {self.dropout!r}")
         if not all(isinstance(f, (int, float)) and 0 < f <= 1 for f in self.snapshot_fractions):

@@ -21,12 +21,14 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
+from ..fileio import atomic_path
 from .checkpoint import Checkpointer, Progress, latest_checkpoint, load_lm, truncate_jsonl
 from .config import TrainConfig, TrainingError
 from .data import WindowStream, load_corpus, train_files
 from .distributed import Distributed
 from .errors import CorpusError
 from .lm import BiLanguageModel, evaluate_lm
+from .vocab import Vocabulary
 
 
 def _check_resume(config: TrainConfig, run_dir: Path, resume: bool) -> Optional[Path]:
@@ -55,6 +57,17 @@ def _check_resume(config: TrainConfig, run_dir: Path, resume: bool) -> Optional[
             given = config.to_dict()
             diff = sorted(k for k, v in saved.to_dict().items() if given[k] != v and k not in TrainConfig.BOOKKEEPING)
             raise TrainingError(f"{where} differs from the config given in {diff}; resume with the run's own config")
+        # the schedule the checkpoint was trained with (its info.json) must hold for every step it has taken
+        info = latest / "info.json"
+        taken = TrainConfig.from_dict(json.loads(info.read_text())["config"], str(info))
+        step = json.loads((latest / "trainer.json").read_text())["step"]
+        changed = taken.lr_changed_before(config, step)
+        if changed is not None:
+            raise TrainingError(
+                f"the learning-rate schedule given changes step {changed} ({taken.lr_at(changed):.3g} in {info}, "
+                f"{config.lr_at(changed):.3g} now), which the run has taken (it is at step {step}); a schedule "
+                "may change only for the steps to come"
+            )
     return latest if resume else None
 
 
@@ -92,20 +105,45 @@ def _optimizer(config: TrainConfig, lm: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.Adam(lm.parameters(), lr=config.lr, fused=True)
 
 
-def _warm_start(lm: BiLanguageModel, source: str) -> None:
-    """Copy a trained encoder (a model directory of ``export`` or a ``train`` checkpoint) into ``lm``."""
+def _warm_start(lm: BiLanguageModel, source: str, vocab: Vocabulary) -> None:
+    """Copy a trained encoder (a model directory of ``export`` or a ``train`` checkpoint) into ``lm``,
+    and, where the source has a softmax and its ``vocab.txt``, the softmax rows of the words both
+    vocabularies share: a corpus rebuilt with a new vocabulary keeps what the model knows of its
+    old words, and only the new words start from random rows."""
     from ..elmo.weights import load_checkpoint
 
     path = Path(source)
+    softmax = None  # (weight (V, proj), bias (V,)) of the source
     if (path / "lm.safetensors").is_file() or (path / "checkpoints").is_dir():
-        encoder = load_lm(path)[0].bilm
+        trained = load_lm(path)[0]
+        encoder, softmax = trained.bilm, (trained.softmax.weight, trained.softmax.bias)
     else:
         encoder = load_checkpoint(path)
+        if (path / "softmax.safetensors").is_file():
+            from safetensors.torch import load_file
+
+            tensors = load_file(str(path / "softmax.safetensors"))
+            softmax = (tensors["weight"], tensors["bias"])
     if encoder.options != lm.bilm.options:
         raise TrainingError(
             f"init_from {source}: its options differ from the config's model; use the same preset or options"
         )
     lm.bilm.load_state_dict({k: v.float() for k, v in encoder.state_dict().items()})
+    shared = 0
+    if softmax is not None and (path / "vocab.txt").is_file():
+        words = Vocabulary.load(path / "vocab.txt", max_size=softmax[0].shape[0])
+        pairs = [(i, words.index[w]) for i, w in enumerate(vocab.words) if w in words.index]
+        if pairs:
+            new_rows, old_rows = (torch.tensor(ids) for ids in zip(*pairs))
+            with torch.no_grad():
+                lm.softmax.weight[new_rows] = softmax[0][old_rows].float()
+                lm.softmax.bias[new_rows] = softmax[1][old_rows].float()
+        shared = len(pairs)
+    print(
+        f"init_from {source}: encoder copied; softmax rows of {shared:,} of the {len(vocab):,} words copied, "
+        f"{len(vocab) - shared:,} start afresh",
+        file=sys.stderr,
+    )
 
 
 def _append_jsonl(path: Path, record: dict) -> None:
@@ -146,7 +184,7 @@ def train(
     torch.manual_seed(config.seed)
     lm = BiLanguageModel(config.options(), len(corpus.vocab), config.n_negative_samples, config.dropout)
     if config.init_from and latest is None:
-        _warm_start(lm, config.init_from)
+        _warm_start(lm, config.init_from, corpus.vocab)
     optimizer = _optimizer(config, lm)
     lm.to(dist.device)
     model: nn.Module = lm
@@ -166,6 +204,11 @@ def train(
         for name in ("metrics.jsonl", "curves.jsonl"):  # steps logged after the checkpoint will be logged again
             if dist.main:  # the one process that writes them
                 truncate_jsonl(run_dir / name, run.step)
+        if dist.main:  # the config given (a run extended, a schedule changed for the steps to come) is the run's now
+            record = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+            record["training"] = config.to_dict()
+            with atomic_path(run_dir / "config.json") as tmp:
+                tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         if meta["windows_per_epoch"] != windows_per_epoch:
             raise TrainingError(
                 f"{latest}: the corpus changed since this run started "
@@ -246,6 +289,8 @@ def train(
             epoch, k = divmod(run.step, windows_per_epoch)
             if k == 0:
                 state = lm.bilm.lstm.zero_state(config.batch_size, dist.device)
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr_at(run.step)
             types, targets = stream.window(epoch, k)
             char_ids, positions, target_ids = (t.to(dist.device) for t in corpus.tensors(types, targets))
             loss_f, loss_b, new_state = model(char_ids, positions, target_ids, state, generator)
@@ -283,6 +328,7 @@ def train(
                         "loss_forward": loss_f.item(),
                         "loss_backward": loss_b.item(),
                         "grad_norm": float(grad_norm),
+                        "lr": config.lr_at(run.step - 1),
                         "tokens_seen": run.tokens_seen,
                         "tokens_per_s": tokens_per_step / dt,
                         "wall_time_s": round(run.wall_time_s, 2),
