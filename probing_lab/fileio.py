@@ -1,10 +1,29 @@
-"""File helpers shared by the library: atomic writes and content hashes."""
+"""File helpers shared by the library: the one writer rule, content hashes, archive members.
+
+Every command writes its files through :func:`atomic_path` (a file) or :func:`atomic_directory`
+(a whole folder) after :func:`check_output` / :func:`check_output_dir` have checked the path before
+any work. The rule:
+
+- an output that is the same file as an input (also through a link or a hard link), or a folder
+  that holds an input, is refused (:func:`refuse_same_file`);
+- an existing output file, or a non-empty output folder, is refused unless the command's
+  ``--force`` is given; a folder is then replaced as a whole, never mixed with what was there;
+- a regular file is written to a temporary file next to it and renamed into place, so an
+  interrupted write leaves the old file or nothing; through a symbolic link, the file the link
+  points to is replaced and the link stays;
+- a device, FIFO or socket (``/dev/null``, ``/dev/stdout``, ``/dev/fd/N``, a named pipe) is never
+  renamed over: the output is written to a temporary file elsewhere and then copied into it in
+  place (so a device gets whole output or an error, e.g. ``/dev/full``: no space left).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import os
+import re
+import shutil
+import stat
 import tarfile
 import tempfile
 from contextlib import contextmanager
@@ -12,13 +31,122 @@ from pathlib import Path
 from typing import Iterator
 
 
+class OutputError(ValueError):
+    """An output path that would destroy or misplace data: an input, an existing file without
+    ``--force``, a path outside its folder."""
+
+
+_STREAM = re.compile(r"/dev/(stdin|stdout|stderr|fd/\d+)|/proc/(self|\d+)/fd/\d+")
+
+
+def is_stream(path: str | Path) -> bool:
+    """True for an output written in place, never renamed over: a device, FIFO or socket (also
+    through links, e.g. ``/dev/null``), and the process's own streams ``/dev/stdout``, ``/dev/fd/N``
+    (whatever the shell redirected them to)."""
+    if _STREAM.fullmatch(os.path.abspath(path)):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _inside(path: str | Path, folder: str | Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
+def refuse_same_file(output: str | Path, *inputs: str | Path | None, option: str = "--output") -> None:
+    """Raise :class:`OutputError` when ``output`` is one of ``inputs`` (the same file, also through
+    a symbolic or hard link) or a folder that holds one of them. ``None`` inputs are skipped."""
+    output = Path(output)
+    if is_stream(output) or not output.exists():
+        return
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        if os.path.samefile(output, given):
+            how = "" if os.path.abspath(output) == os.path.abspath(given) else " (through a link)"
+            raise OutputError(
+                f"{option} {output} is the input {given}{how}: writing it would destroy the input; give another path"
+            )
+        if output.is_dir() and _inside(given, output):
+            raise OutputError(
+                f"{option} {output} holds the input {given}: replacing the folder would destroy it; give another folder"
+            )
+
+
+def check_output(path: str | Path, *inputs: str | Path | None, force: bool = False, option: str = "--output") -> Path:
+    """Check an output file before any work: not a folder, not one of ``inputs``, and not an
+    existing file unless ``force``. Devices and FIFOs (``/dev/null``, ``/dev/stdout``) pass: they
+    are written in place."""
+    path = Path(path)
+    refuse_same_file(path, *inputs, option=option)
+    if is_stream(path):
+        return path
+    if path.is_dir():
+        raise IsADirectoryError(f"{option} {path} is a folder; give a file name")
+    if path.exists() and not force:
+        raise OutputError(f"{option} {path} already exists; pass --force to replace it, or give another name")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise NotADirectoryError(f"{option} {path}: {parent} is a file, not a folder")
+    return path
+
+
+def check_output_dir(path: str | Path, *inputs: str | Path | None, force: bool = False, option: str = "--out") -> Path:
+    """Check an output folder that is written as a whole (:func:`atomic_directory`) before any
+    work: not a file, not holding one of ``inputs``, and empty unless ``force``."""
+    path = Path(path)
+    refuse_same_file(path, *inputs, option=option)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{option} {path} is a file; give a folder")
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise OutputError(
+            f"{option} {path} is not empty; pass --force to replace the whole folder, or give another folder"
+        )
+    return path
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """A name that becomes part of a path (experiment, run): letters, digits, ``-``, ``_`` and
+    ``.``; no path separators, not ``.`` or ``..``."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", ".."):
+        raise OutputError(
+            f"{what} {name!r} is not a valid name: use letters, digits, '-', '_' and '.' only "
+            "(no path separators, not '.' or '..')"
+        )
+    return name
+
+
+def check_inside(path: str | Path, root: str | Path, what: str = "output") -> Path:
+    """``path`` itself, after checking that it resolves to a place under ``root``."""
+    if not _inside(path, root):
+        raise OutputError(f"{what} {path} would be outside {root}; refusing to write there")
+    return Path(path)
+
+
+def read_utf8(path: str | Path) -> str:
+    """The text of a UTF-8 file; bytes that are not UTF-8 are a ValueError naming the file and line."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 ({e.reason}); save the file as UTF-8 text") from None
+
+
 def _remove_stale_temporaries(path: Path) -> None:
-    """Temporary files of ``path`` left by writers that were killed (kill -9 runs no cleanup): their
-    name holds the writer's process id, and a process that no longer exists will not finish them."""
+    """Temporary files (or folders) of ``path`` left by writers that were killed (kill -9 runs no
+    cleanup): their name holds the writer's process id, and a process that no longer exists will
+    not finish them."""
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
         pid = stale.name[len(path.name) + 2 :].split(".", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
-            stale.unlink(missing_ok=True)
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
 
 
 def _umask() -> int:
@@ -46,11 +174,39 @@ def _alive(pid: int) -> bool:
 
 
 @contextmanager
+def _in_place(path: Path) -> Iterator[Path]:
+    """A temporary file in the system's temporary folder, copied into the device or FIFO ``path``
+    on success (never renamed over it)."""
+    fd, name = tempfile.mkstemp(prefix="probing-lab-", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        try:
+            with open(tmp, "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except OSError as e:
+            raise OutputError(f"{path}: cannot be written ({e.strerror or e})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it into place only on success, so an
     interrupted write never leaves a half-written file where a good one was. The file gets the
-    permissions the umask gives new files (not mkstemp's 0600)."""
+    permissions the umask gives new files (not mkstemp's 0600). A device or FIFO is written in
+    place instead, and a symbolic link is followed (the file it points to is replaced); see the
+    module's docstring."""
     path = Path(path)
+    if is_stream(path):
+        with _in_place(path) as tmp:
+            yield tmp
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
@@ -63,6 +219,32 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a new temporary folder next to ``path``; on success it replaces ``path`` as a whole
+    (what was there is removed, never mixed with the new files). On failure nothing changes."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{path} is a file; give a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        if path.exists():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".old"))
+            os.replace(path, old)  # an empty folder is renamed over
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def file_sha256(path: str | Path) -> str:

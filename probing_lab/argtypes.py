@@ -1,0 +1,30 @@
+"""argparse ``type=`` functions for the command line's count options (``--limit``, ``--max-tokens``,
+``-k``, ``--threads``, ...): a value out of range is a usage error naming the option, never a
+traceback or a silently different count (a negative ``--limit`` would slice from the end)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {value}")
+    return value
