@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .analysis.commands import add_compare_command
+from .argtypes import positive_int
 from .download import DownloadError, add_download_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
@@ -39,18 +40,19 @@ def cmd_embed(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .elmo import Embedder
-    from .fileio import atomic_path
+    from .fileio import atomic_path, check_output
     from .models import load_model
     from .text import read_sentence_file
 
+    out = Path(args.output)
+    if out.is_dir():  # found now, not after all the work
+        raise IsADirectoryError(f"--output {out} is a directory; give a file name, e.g. {out / 'embeddings.hdf5'}")
+    check_output(out, args.input, force=args.force)  # not the input, not an existing file without --force
     sentences = read_sentence_file(args.input, allow_empty=True)  # empty lines keep their index
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()  # the keys of sentence_to_index
     empty = sum(1 for s in sentences if not s)
     if empty:
         log.warning("%d empty line(s): each gets a (layers, 0, dim) dataset so indices stay aligned", empty)
-    out = Path(args.output)
-    if out.is_dir():  # found now, not after all the work
-        raise IsADirectoryError(f"--output {out} is a directory; give a file name, e.g. {out / 'embeddings.hdf5'}")
     loaded = load_model(args.model, args.options, args.weights, args.seed)
     elmo = Embedder(loaded.model, batch_size=args.batch_size, stateful=args.stateful, fused=args.fused)
     log.info("model %s: %d layers x %d dims; %d sentences", loaded.name, elmo.n_layers, elmo.dim, len(sentences))
@@ -131,8 +133,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     if args.snapshots:
         return _probe_snapshots(args)
+    from .fileio import check_inside, check_name
+
     for path in args.experiments:
-        out = args.out if len(args.experiments) == 1 else (str(Path(args.out) / Path(path).stem) if args.out else None)
+        out = args.out
+        if len(args.experiments) > 1 and args.out:  # one folder per experiment, named after its file
+            out = str(check_inside(Path(args.out) / check_name(Path(path).stem, "experiment file name"), args.out))
         run = run_experiment(
             path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
         )
@@ -145,6 +151,7 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
     measures emerges over training. Writes one run directory per snapshot and ``emergence.md``."""
     import dataclasses
 
+    from .fileio import atomic_path
     from .probing.experiment import Experiment, run_experiment
     from .probing.runs import layer_order
     from .training.checkpoint import latest_checkpoint
@@ -181,7 +188,8 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
     for tokens, name, run in results:
         cells = [f"{run.layers[k].score:.4f}" if k in run.layers else "" for k in keys]
         lines.append(f"| {name} | {tokens:,} | " + " | ".join(cells) + " |")
-    (out / "emergence.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with atomic_path(out / "emergence.md") as tmp:
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
 
@@ -189,6 +197,9 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .probing.runs import report
 
+    repeated = len(args.runs) - len({Path(r).resolve() for r in args.runs})
+    if repeated:
+        log.info("%d repeated run director%s: each run is listed once", repeated, "y" if repeated == 1 else "ies")
     print(report(args.runs), end="")
     return 0
 
@@ -209,14 +220,15 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="probing-lab", description="ELMo Probing Lab")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("--threads", type=positive_int, help="torch threads (default: torch's choice)")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("embed", help="embed sentences to an hdf5 file (structural-probes layout)")
     p.add_argument("--input", required=True, help="text file, one whitespace-tokenized sentence per line")
     p.add_argument("--output", required=True, help="hdf5 file: datasets '0', '1', ... of (layers, tokens, dim)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--force", action="store_true", help="replace --output when it already exists")
     p.add_argument(
         "--stateful", action="store_true", help="carry LSTM state across batches, per batch row (original ELMo)"
     )

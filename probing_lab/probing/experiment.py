@@ -37,6 +37,7 @@ from typing import Callable, Optional
 
 from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
+from ..fileio import OutputError, check_inside, check_name, read_utf8
 from .probes import ProbeConfig
 from .runs import ProbeRun, write_run
 from .splits import load_splits
@@ -120,6 +121,10 @@ class Experiment:
         for name in ("name", "task", "dataset"):
             if not isinstance(getattr(exp, name), str) or not getattr(exp, name):
                 raise ExperimentError(f"{where}: {name} must be a non-empty string, got {getattr(exp, name)!r}")
+        try:  # the name becomes the run directory's name: nothing that leads outside runs/probes/
+            check_name(exp.name, "name")
+        except OutputError as e:
+            raise ExperimentError(f"{where}: {e}") from None
         for name in ("train", "dev", "test"):  # "" names the whole of a dataset without splits
             if not isinstance(getattr(exp, name), str):
                 raise ExperimentError(f"{where}: {name} must be a split name (a string), got {getattr(exp, name)!r}")
@@ -135,7 +140,7 @@ class Experiment:
         if not path.is_file():
             raise ExperimentError(f"{path}: no such experiment file (see probes/*.toml)")
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_utf8(path))
         except tomllib.TOMLDecodeError as e:
             raise ExperimentError(f"{path}: not valid TOML ({e})") from None
         return cls.from_dict(data, str(path))
@@ -219,6 +224,11 @@ def run_experiment(
         raise ExperimentError(f"{out} already holds a probe run (metrics.json); choose another --out or delete it")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise ExperimentError(f"{out} is a file; --out is the run's folder")
+    if out is None:  # the run directory is named after the experiment (also one made in code, not by from_dict)
+        try:
+            check_name(exp.name, "name")
+        except OutputError as e:
+            raise ExperimentError(f"{exp.source or 'experiment'}: {e}") from None
     try:
         loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
     except (FileNotFoundError, ValueError) as e:
@@ -255,7 +265,9 @@ def run_experiment(
         **extra,
         "seconds": round(time.perf_counter() - start, 1),
     }
-    run_dir = Path(out) if out else Path("runs") / "probes" / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = Path("runs") / "probes"  # a run named after the experiment stays under it (check_name, check_inside)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(out) if out else check_inside(root / f"{check_name(exp.name)}-{stamp}", root)
     run = write_run(run_dir, exp, metrics)
     log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")
     return run

@@ -71,7 +71,7 @@ def save_png(runs: list[ProbeRun], path: Path) -> None:
     ax.set_title(f"{runs[0].experiment} ({runs[0].model})", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format="png")  # the format, not the name: a temporary file's name ends in .tmp
     plt.close(fig)
 
 

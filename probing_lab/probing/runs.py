@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from ..features.activations import layer_label, split_half
+from ..fileio import atomic_path
 
 
 def layer_order(keys) -> list[str]:
@@ -160,37 +161,50 @@ class ProbeRun:
         return sorted(rows, key=lambda r: -r["support"])
 
 
+def _write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:  # the lab's one writer (probing_lab.fileio)
+        tmp.write_text(text, encoding="utf-8")
+
+
 def write_run(run_dir: Path, exp, metrics: dict) -> ProbeRun:
     run = ProbeRun.from_metrics(metrics, run_dir)  # checks the shape before anything is written
     run_dir.mkdir(parents=True, exist_ok=True)
     if exp.source and Path(exp.source).is_file():
-        (run_dir / "experiment.toml").write_text(Path(exp.source).read_text(encoding="utf-8"), encoding="utf-8")
+        _write_text(run_dir / "experiment.toml", Path(exp.source).read_text(encoding="utf-8"))
     else:
-        (run_dir / "experiment.json").write_text(
-            json.dumps({k: v for k, v in exp.__dict__.items() if k != "source"}, indent=2)
+        _write_text(
+            run_dir / "experiment.json", json.dumps({k: v for k, v in exp.__dict__.items() if k != "source"}, indent=2)
         )
-    (run_dir / "seed.txt").write_text(f"{exp.seed}\n")
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    _write_text(run_dir / "seed.txt", f"{exp.seed}\n")
+    _write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     rows = run.rows()
     columns = list(rows[0])
-    with open(run_dir / "table.csv", "w", newline="", encoding="utf-8") as f:
+    with atomic_path(run_dir / "table.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, columns)
         w.writeheader()
         w.writerows(rows)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_fmt(r[c]) for c in columns) + " |" for r in rows]
-    (run_dir / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _write_text(run_dir / "table.md", "\n".join(lines) + "\n")
     from .plots import layer_curve_figure, save_png
 
     fig = layer_curve_figure([run])
-    fig.write_html(str(run_dir / "plot.html"), include_plotlyjs="cdn")
-    save_png([run], run_dir / "plot.png")
+    with atomic_path(run_dir / "plot.html") as tmp:
+        fig.write_html(str(tmp), include_plotlyjs="cdn")
+    with atomic_path(run_dir / "plot.png") as tmp:
+        save_png([run], tmp)
     return run
 
 
 def report(run_dirs: list[str | Path]) -> str:
-    """Several runs -> one markdown table: rows task x model, columns the layers."""
-    runs = [ProbeRun.load(d) for d in run_dirs]
+    """Several runs -> one markdown table: rows task x model, columns the layers. A run directory
+    given twice (also under another spelling of its path) is listed once."""
+    seen: set[Path] = set()
+    runs = []
+    for d in run_dirs:
+        if Path(d).resolve() not in seen:
+            seen.add(Path(d).resolve())
+            runs.append(ProbeRun.load(d))
     keys = layer_order({k for r in runs for k in r.layers})
     header = "| task | model | " + " | ".join(layer_label(k) for k in keys) + " | majority | control (best layer) |"
     lines = [header, "|" + "---|" * (len(keys) + 4)]
