@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from ..fileio import atomic_path
 from ..paths import AGREEMENT_PAIRS_FILE
 from .model import LanguageModel
 from .score import score_sentences
@@ -104,7 +105,7 @@ def generate_pairs(per_construction: int = 240, seed: int = 0) -> list[MinimalPa
 
 
 def write_pairs(pairs: Sequence[MinimalPair], path: str | Path) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for p in pairs:
             f.write(json.dumps({**asdict(p), "grammatical": " ".join(p.grammatical),
                                 "ungrammatical": " ".join(p.ungrammatical)}) + "\n")  # fmt: skip
@@ -120,18 +121,36 @@ def read_pairs(path: str | Path = PAIRS_FILE) -> list[MinimalPair]:
             continue
         try:
             d = json.loads(line)
-            pairs.append(
-                MinimalPair(
-                    d["construction"],
-                    d["subject_number"],
-                    int(d["verb_index"]),
-                    tuple(d["grammatical"].split()),
-                    tuple(d["ungrammatical"].split()),
-                )
+            pair = MinimalPair(
+                d["construction"],
+                d["subject_number"],
+                int(d["verb_index"]),
+                tuple(d["grammatical"].split()),
+                tuple(d["ungrammatical"].split()),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}, line {n}: not a minimal pair ({type(e).__name__}: {e})") from None
+        problem = pair_problem(pair)
+        if problem:
+            raise ValueError(f"{path}, line {n}: not a minimal pair: {problem}")
+        pairs.append(pair)
     return pairs
+
+
+def pair_problem(pair: MinimalPair) -> Optional[str]:
+    """Why ``pair`` cannot be scored as a minimal pair (it would count as right or wrong for no
+    reason), or None: an empty sentence, the same sentence twice, or a ``verb_index`` that is not
+    a position where the two sentences differ."""
+    good, bad, i = pair.grammatical, pair.ungrammatical, pair.verb_index
+    if not good or not bad:
+        return f"the {'grammatical' if not good else 'ungrammatical'} sentence is empty"
+    if good == bad:
+        return "the grammatical and the ungrammatical sentence are the same"
+    if not 0 <= i < min(len(good), len(bad)):
+        return f"verb_index {i} is outside the sentences ({len(good)} and {len(bad)} tokens; 0-based)"
+    if good[i] == bad[i]:
+        return f"verb_index {i} points at {good[i]!r} in both sentences, not at the verb that differs"
+    return None
 
 
 @dataclass

@@ -7,21 +7,26 @@ import json
 import logging
 from pathlib import Path
 
+from ..argtypes import positive_int
+
 log = logging.getLogger("probing_lab")
+
+MAX_K = 100  # `lm predict -k`: more words per position is not a prediction any more, it is the vocabulary
 
 
 def cmd_lm_score(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..fileio import atomic_path
+    from ..fileio import atomic_path, check_output
     from ..text import read_sentence_file
     from .model import load_language_model
     from .score import score_sentences
 
-    sentences = read_sentence_file(args.input)
     out = Path(args.output)
     if out.is_dir():
         raise IsADirectoryError(f"--output {out} is a directory; give a file name, e.g. {out / 'scores.jsonl'}")
+    check_output(out, args.input, force=args.force)
+    sentences = read_sentence_file(args.input)
     lm = load_language_model(args.model, args.seed)
     log.info("scoring %d sentences with %s", len(sentences), lm.name)
     step = 64
@@ -41,11 +46,14 @@ def cmd_lm_predict(args: argparse.Namespace) -> int:
     tokens = tokenize(args.text)
     if not tokens:
         raise ValueError("--text is empty; give a sentence, e.g. --text 'The bank raised its rates .'")
-    lm = load_language_model(args.model, args.seed)
-    positions = range(len(tokens)) if args.position is None else [args.position]
     if args.position is not None and not 0 <= args.position < len(tokens):
         raise ValueError(f"--position {args.position} is outside the sentence's {len(tokens)} tokens (0-based)")
-    predictions = predict(lm, tokens, args.k)
+    k = min(args.k, MAX_K)
+    if k < args.k:
+        log.warning("-k %d capped at %d words per position and direction", args.k, MAX_K)
+    lm = load_language_model(args.model, args.seed)
+    positions = range(len(tokens)) if args.position is None else [args.position]
+    predictions = predict(lm, tokens, k)
     (score,) = score_sentences(lm, [tokens])
     for i in positions:
         p = predictions[i]
@@ -59,22 +67,28 @@ def cmd_lm_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_lm_agreement(args: argparse.Namespace) -> int:
+    from ..fileio import atomic_path, check_output
     from .agreement import PAIRS_FILE, evaluate_agreement, generate_pairs, read_pairs, write_pairs
     from .model import load_language_model
 
     if args.write_pairs:
+        check_output(args.write_pairs, args.pairs, force=args.force, option="--write-pairs")
         pairs = generate_pairs(args.per_construction, args.pair_seed)
         write_pairs(pairs, args.write_pairs)
         log.info("wrote %d pairs to %s", len(pairs), args.write_pairs)
         return 0
-    pairs = read_pairs(args.pairs or PAIRS_FILE)
+    pairs_file = args.pairs or PAIRS_FILE
+    if args.json:  # checked now, not after the whole evaluation
+        check_output(args.json, pairs_file, force=args.force, option="--json")
+    pairs = read_pairs(pairs_file)
     lm = load_language_model(args.model, args.seed)
     log.info("%d minimal pairs, model %s", len(pairs), lm.name)
     result = evaluate_agreement(lm, pairs)
     print(f"subject-verb agreement, {lm.name}: share of pairs where the grammatical sentence is more probable")
     print(result.table(), end="")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": result.model, "accuracy": result.accuracy}, indent=2) + "\n")
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps({"model": result.model, "accuracy": result.accuracy}, indent=2) + "\n")
     return 0
 
 
@@ -89,6 +103,7 @@ def add_lm_commands(sub) -> None:
     c = lm.add_parser("score", help="log P of every token from each direction, one JSON line per input line")
     c.add_argument("--input", required=True, help="text file, one whitespace-tokenized sentence per line")
     c.add_argument("--output", required=True, help="JSON-lines file to write")
+    c.add_argument("--force", action="store_true", help="replace --output when it already exists")
     c.add_argument("--quiet", action="store_true")
     model_args(c)
     c.set_defaults(func=cmd_lm_score)
@@ -96,7 +111,7 @@ def add_lm_commands(sub) -> None:
     c = lm.add_parser("predict", help="the top-k words each direction expects at each position")
     c.add_argument("--text", required=True, help="a sentence (tokenized like the app does)")
     c.add_argument("--position", type=int, help="only this token position (0-based)")
-    c.add_argument("-k", type=int, default=5)
+    c.add_argument("-k", type=positive_int, default=5, help=f"words per position and direction (at most {MAX_K})")
     model_args(c)
     c.set_defaults(func=cmd_lm_predict)
 
@@ -104,7 +119,10 @@ def add_lm_commands(sub) -> None:
     c.add_argument("--pairs", help="minimal pairs JSON-lines (default: data/agreement/subject_verb.jsonl)")
     c.add_argument("--json", help="also write the accuracies to this JSON file")
     c.add_argument("--write-pairs", metavar="FILE", help="instead: generate the minimal pairs into FILE")
-    c.add_argument("--per-construction", type=int, default=240, help="pairs per construction (with --write-pairs)")
+    c.add_argument(
+        "--per-construction", type=positive_int, default=240, help="pairs per construction (with --write-pairs)"
+    )
+    c.add_argument("--force", action="store_true", help="replace the --json or --write-pairs file when it exists")
     c.add_argument("--pair-seed", type=int, default=0, help="generator seed (with --write-pairs)")
     model_args(c)
     c.set_defaults(func=cmd_lm_agreement)
