@@ -86,8 +86,8 @@ def test_compare_command_writes_the_matrix(tmp_path, capsys):
     assert main(["compare", "--model", "random:cpu-tiny", "--out", str(out)]) == 2
     assert "--input FILE or --dataset" in capsys.readouterr().err
     assert main(["compare", "--model", "random:cpu-tiny", "--input", str(tmp_path / "in.txt"), "--out", str(out),
-                 "--layers", "0f"]) == 2  # fmt: skip
+                 "--layers", "0f", "--force"]) == 2  # fmt: skip
     assert "'0f' is not a layer" in capsys.readouterr().err
     assert main(["compare", "--model", "random:cpu-tiny", "--input", str(tmp_path / "in.txt"), "--out", str(out),
-                 "--layers", "3"]) == 2  # fmt: skip
+                 "--layers", "3", "--force"]) == 2  # fmt: skip
     assert "'3' is not a layer" in capsys.readouterr().err

@@ -8,9 +8,12 @@ import csv
 import logging
 from pathlib import Path
 
+from ..argtypes import positive_int
+
 log = logging.getLogger("probing_lab")
 
 MAX_TOKENS = 4000  # the debiased estimator builds (tokens x tokens) Gram matrices
+OUTPUTS = ("cka.csv", "cka.png", "geometry.csv")
 
 
 def read_token_lists(args: argparse.Namespace) -> list[list[str]]:
@@ -62,6 +65,7 @@ def save_cka_png(rows, cols, M, row_model: str, col_model: str, path: Path) -> N
     import matplotlib.pyplot as plt
 
     from ..features.activations import layer_label
+    from ..fileio import atomic_path
 
     fig, ax = plt.subplots(figsize=(1.2 * len(cols) + 2.5, 1.0 * len(rows) + 1.8), dpi=120)
     image = ax.imshow(M, vmin=0, vmax=1, cmap="viridis")
@@ -75,12 +79,13 @@ def save_cka_png(rows, cols, M, row_model: str, col_model: str, path: Path) -> N
     ax.set_title("linear CKA", fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..fileio import atomic_path
+    from ..fileio import atomic_path, check_output
     from .similarity import cka_matrix, corpus_geometry
 
     models = args.model or ["shipped"]
@@ -93,6 +98,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not keys:
         raise ValueError("--layers is empty; e.g. --layers 0,1,2 or 1f,1b,2f,2b")
     sentences = read_token_lists(args)
+    for name in OUTPUTS:  # before the models run: none is the input, none exists unless --force
+        check_output(out / name, args.input, force=args.force, option="--out")
     first = representations(models[0], sentences, keys, args.seed)
     second = representations(models[1], sentences, keys, args.seed) if len(models) == 2 else first
     rows, cols, M = cka_matrix(first[1], second[1], debiased=args.debiased)
@@ -132,8 +139,11 @@ def add_compare_command(sub) -> None:
     p.add_argument("--input", help="text file, one whitespace-tokenized sentence per line")
     p.add_argument("--dataset", help="NAME:SPLIT of probing_lab.datasets, e.g. ewt:dev")
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
-    p.add_argument("--limit", type=int, default=200, help="at most this many sentences (and %d tokens)" % MAX_TOKENS)
+    p.add_argument(
+        "--limit", type=positive_int, default=200, help="at most this many sentences (and %d tokens)" % MAX_TOKENS
+    )
     p.add_argument("--layers", default="0,1,2", help="comma-separated: 0,1,2 and halves 1f,1b,2f,2b")
     p.add_argument("--debiased", action="store_true", help="debiased CKA (for few tokens)")
     p.add_argument("--out", required=True, help="folder for cka.csv, cka.png and geometry.csv")
+    p.add_argument("--force", action="store_true", help="replace those files when --out already holds them")
     p.set_defaults(func=cmd_compare)
