@@ -28,6 +28,7 @@ import torch
 
 from ..datasets import load_dataset
 from ..datasets.records import Sentence
+from ..fileio import atomic_path, read_utf8
 from . import tasks as T
 from .probes import ProbeConfig, fit_probe
 
@@ -81,7 +82,8 @@ class QuickEval:
 
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):  # the probes seed torch; the caller's generators stay as they were
-            embedder = Embedder(copy.deepcopy(bilm).cpu(), batch_size=64)
+            # on the model's own device: a GPU run evaluates on the GPU (a copy: eval() must not touch training)
+            embedder = Embedder(copy.deepcopy(bilm), batch_size=64)
             wsd = self._wsd(embedder)
             upos = self._upos(embedder)
         return {**wsd, "upos": upos, "eval_seconds": round(time.perf_counter() - start, 1)}
@@ -131,7 +133,14 @@ def read_curves(path: str | Path) -> list[dict]:
     file = path / "curves.jsonl" if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"{file}: no learning curves; train with eval_every_steps > 0 in the config")
-    records = [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for n, line in enumerate(read_utf8(file).splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+                records[-1]["step"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{file}, line {n}: not a learning-curve record ({type(e).__name__}: {e})") from None
     return sorted(records, key=lambda r: r["step"])
 
 
@@ -192,5 +201,6 @@ def save_curves_png(runs: dict[str, list[dict]], path: str | Path) -> None:
         ax.set_xlabel("training tokens (millions)")
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)

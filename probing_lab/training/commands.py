@@ -9,14 +9,18 @@ import logging
 import math
 from pathlib import Path
 
+from ..argtypes import non_negative_int, positive_int
+
 log = logging.getLogger("probing_lab")
 
 
 def cmd_corpus_build(args: argparse.Namespace) -> int:
+    from ..fileio import check_output_dir
     from ..paths import data_dir as resolve_data_dir
     from .corpus import build_corpus
     from .exclusions import default_exclusions
 
+    check_output_dir(args.out, *args.sources, *args.exclude, force=args.force)  # before reading any source
     exclude = [Path(p) for p in args.exclude]
     if not args.no_default_exclusions:
         where, how = resolve_data_dir(args.data_dir)  # wherever load_dataset finds the probe datasets
@@ -65,9 +69,12 @@ def cmd_corpus_fetch_help(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from ..fileio import read_utf8
     from .config import TrainConfig
     from .trainer import train
 
+    if Path(args.config).is_file():
+        read_utf8(args.config)  # bytes that are not UTF-8: an error naming the file and line
     config = TrainConfig.load(args.config)
     evaluate = None
     if config.eval_every_steps:  # load the probe data now: a missing dataset fails before any training
@@ -110,9 +117,18 @@ def cmd_eval_lm(args: argparse.Namespace) -> int:
         args.corpus,
         info["config"].get("vocab_size"),
         file=Path(args.file) if args.file else None,
-        max_tokens=args.max_tokens,
+        first_tokens=args.max_tokens,
         progress=not args.quiet,
     )
+    if args.max_tokens:
+        result["max_tokens"] = args.max_tokens
+        log.info(
+            "evaluated the first %d of the %d tokens of %s (--max-tokens %d)",
+            result["heldout_tokens"],
+            result["heldout_tokens_total"],
+            result["file"],
+            args.max_tokens,
+        )
     if not all(math.isfinite(result[k]) for k in ("perplexity_forward", "perplexity_backward")):
         raise TrainingError(
             f"{args.run}: the heldout perplexity is not finite ({result['perplexity_forward']}, "
@@ -125,8 +141,11 @@ def cmd_eval_lm(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
+    from ..fileio import atomic_directory, check_output_dir
     from .checkpoint import export_encoder, export_warm_start
 
+    inputs = (args.run, args.card, args.corpus)
+    check_output_dir(args.out, *inputs, force=args.force)  # not a file, not holding an input, empty unless --force
     if args.warm_start:
         log.info(
             "wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
@@ -134,23 +153,41 @@ def cmd_export(args: argparse.Namespace) -> int:
             args.out,
         )
         return 0
-    card = json.loads(Path(args.card).read_text(encoding="utf-8")) if args.card else None
+    card = _read_card(args.card) if args.card else None
     if args.with_softmax and not args.corpus:
         raise ValueError("--with-softmax needs --corpus (the corpus the run was trained on: its vocab.txt)")
-    out = export_encoder(
-        args.run,
-        args.out,
-        dtype=torch.float16 if args.dtype == "float16" else torch.float32,
-        card=card,
-        softmax_vocab=Path(args.corpus) / "vocab.txt" if args.with_softmax else None,
-    )
-    log.info("wrote %s", out)
+    with atomic_directory(args.out) as tmp:  # the whole folder at once: nothing of an earlier export stays
+        export_encoder(
+            args.run,
+            tmp,
+            dtype=torch.float16 if args.dtype == "float16" else torch.float32,
+            card=card,
+            softmax_vocab=Path(args.corpus) / "vocab.txt" if args.with_softmax else None,
+        )
+    log.info("wrote %s", args.out)
     return 0
 
 
+def _read_card(path: str) -> dict:
+    from ..fileio import read_utf8
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--card {path}: no such file")
+    try:
+        card = json.loads(read_utf8(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--card {path}: not valid JSON ({e})") from None
+    if not isinstance(card, dict):
+        raise ValueError(f"--card {path}: a JSON object is expected (its keys are merged into the model card)")
+    return card
+
+
 def cmd_curves(args: argparse.Namespace) -> int:
+    from ..fileio import check_output
     from ..probing.curves import curves_table, read_curves, save_curves_png
 
+    if args.png:
+        check_output(args.png, *args.runs, force=args.force, option="--png")
     runs = {Path(r).name: read_curves(r) for r in args.runs}
     print(curves_table(runs))
     if args.png:
@@ -171,15 +208,16 @@ def add_training_commands(sub) -> None:
     c.add_argument("--data-dir", help="where the probe evaluation sets are (default $PROBING_LAB_DATA)")
     c.add_argument("--no-default-exclusions", action="store_true")
     c.add_argument("--heldout-fraction", type=float, default=0.01)
-    c.add_argument("--shards", type=int, default=4, help="train shards (at least one per training process)")
-    c.add_argument("--min-count", type=int, default=2, help="vocabulary: minimum count")
+    c.add_argument("--shards", type=positive_int, default=4, help="train shards (at least one per training process)")
+    c.add_argument("--min-count", type=positive_int, default=2, help="vocabulary: minimum count")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument(
         "--gcide-definition-tokens",
-        type=int,
+        type=non_negative_int,
         default=1_000_000,
         help="at most this many tokens of GCIDE definitions (a seeded random sample)",
     )
+    c.add_argument("--force", action="store_true", help="write into --out even when it is not empty")
     c.set_defaults(func=cmd_corpus_build)
     c = corpus.add_parser("fetch-help", help="print the commands that fetch the registry text packages")
     c.set_defaults(func=cmd_corpus_fetch_help)
@@ -204,7 +242,9 @@ def add_training_commands(sub) -> None:
     p.add_argument("run", help="run directory, checkpoint or snapshot")
     p.add_argument("--corpus", required=True)
     p.add_argument("--file", help="text file to evaluate instead of the corpus heldout.txt")
-    p.add_argument("--max-tokens", type=int)
+    p.add_argument(
+        "--max-tokens", type=positive_int, help="evaluate only the first N tokens of the file (default: all)"
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval_lm)
 
@@ -225,6 +265,7 @@ def add_training_commands(sub) -> None:
         help="instead: the run's latest checkpoint with its softmax in float16, without optimizer moments, "
         "small enough to commit (continue it with `train --resume-from`)",
     )
+    p.add_argument("--force", action="store_true", help="replace --out as a whole when it is not empty")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(
@@ -232,4 +273,5 @@ def add_training_commands(sub) -> None:
     )
     p.add_argument("runs", nargs="+", help="run directories (or curves.jsonl files) of `probing-lab train`")
     p.add_argument("--png", help="also draw them into this PNG")
+    p.add_argument("--force", action="store_true", help="replace --png when it already exists")
     p.set_defaults(func=cmd_curves)

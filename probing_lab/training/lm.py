@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -14,7 +15,7 @@ from torch import nn
 from ..elmo import ElmoBiLM, ElmoOptions
 from ..elmo.modules import LstmState
 from .config import TrainingError
-from .data import Corpus, TokenTable, WindowStream, read_sentences
+from .data import BOS_TYPE, EOS_TYPE, Corpus, SentenceArray, TokenTable, WindowStream, read_sentences
 from .errors import CorpusError
 from .softmax import SoftmaxHead
 from .vocab import Vocabulary
@@ -71,8 +72,14 @@ def evaluate_lm(
     max_tokens: Optional[int] = None,
     progress: bool = True,
     device=None,
+    first_tokens: Optional[int] = None,
 ) -> dict:
-    """Heldout perplexity per direction (full softmax, state carried across windows)."""
+    """Heldout perplexity per direction (full softmax, state carried across windows).
+
+    ``max_tokens`` caps the windows read from the (shuffled) heldout stream: a sample spread over
+    the file, what the training curves measure. ``first_tokens`` instead evaluates the first N
+    tokens of the file only (``eval-lm --max-tokens N``; the last sentence read is cut), with the
+    batch size that scores the most of them; the result then says how many tokens it read."""
     corpus_dir = Path(corpus_dir)
     path = file or corpus_dir / "heldout.txt"
     if not path.is_file():
@@ -84,6 +91,13 @@ def evaluate_lm(
         )
     table = TokenTable(vocab)
     sentences = read_sentences([path], table)
+    total = sentences.n_tokens
+    if first_tokens is not None:
+        if first_tokens < 1:
+            raise ValueError(f"first_tokens must be >= 1, got {first_tokens}")
+        sentences = _first_tokens(sentences, first_tokens)
+        unroll_steps = max(1, min(unroll_steps, len(sentences.flat) - 1))
+        batch_size = _covering_batch_size(len(sentences.flat), unroll_steps, batch_size)
     batch_size = max(1, min(batch_size, len(sentences.flat) // (unroll_steps + 1)))
     stream = WindowStream(sentences, batch_size, unroll_steps, seed=0)
     corpus = Corpus(vocab, table, sentences)
@@ -118,4 +132,30 @@ def evaluate_lm(
         "perplexity": 0.5 * (ppl[0] + ppl[1]),
         "tokens": count,
         "file": str(path),
+        **({"heldout_tokens": sentences.n_tokens, "heldout_tokens_total": total} if first_tokens else {}),
     }
+
+
+def _first_tokens(sentences: SentenceArray, n: int) -> SentenceArray:
+    """The first ``n`` tokens of ``sentences`` in file order (the last sentence cut to fit), each
+    sentence still wrapped in <S> ... </S>."""
+    pieces, left = [], n
+    for i in range(len(sentences)):
+        if left <= 0:
+            break
+        words = sentences.flat[sentences.offsets[i] + 1 : sentences.offsets[i + 1] - 1][:left]
+        pieces.append(np.concatenate([[BOS_TYPE], words, [EOS_TYPE]]).astype(np.int32))
+        left -= len(words)
+    if not pieces:
+        return sentences
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])])
+    return SentenceArray(np.concatenate(pieces), offsets)
+
+
+def _covering_batch_size(length: int, unroll_steps: int, largest: int) -> int:
+    """The batch size up to ``largest`` whose full windows cover the most of a ``length``-token stream."""
+
+    def covered(b: int) -> int:
+        return b * unroll_steps * max(0, (length // b - 1) // unroll_steps)
+
+    return max(range(1, largest + 1), key=lambda b: (covered(b), b))
