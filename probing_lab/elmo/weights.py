@@ -16,6 +16,7 @@ hdf5 conversion rules (bilm-tf -> this model):
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -228,13 +229,28 @@ _VERIFIED: dict[tuple, str] = {}  # (path, size, mtime) -> sha256: each file ver
 
 def check_recorded_sha256(path: Path, card_path: Path, key: str) -> None:
     """Compare ``path`` with the SHA-256 its model card recorded under ``key`` at export (nothing to
-    check when the card or the key is absent); a mismatch is a WeightsError naming the file."""
-    try:
-        expected = json.loads(card_path.read_text(encoding="utf-8")).get(key) if card_path.is_file() else None
-    except (OSError, ValueError):
-        expected = None
-    if not expected or not path.is_file():
+    check when the card or the key is absent); a mismatch is a WeightsError naming the file. A card
+    that is there but is not a JSON object, or records something that is not a SHA-256, is a
+    WeightsError naming the card (a broken card must not switch the check off)."""
+    if not card_path.is_file():
         return
+    try:
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bytes that are not UTF-8
+        raise WeightsError(
+            f"{card_path}: the model card is not readable JSON ({e}), so the weights' integrity cannot be checked; "
+            "restore it (git checkout, or export the model again)"
+        ) from None
+    if not isinstance(card, dict):
+        raise WeightsError(f"{card_path}: the model card is not a JSON object; restore it (or export the model again)")
+    expected = card.get(key)
+    if expected is None or not path.is_file():
+        return
+    if not isinstance(expected, str) or not re.fullmatch(r"[0-9a-f]{64}", expected):
+        raise WeightsError(
+            f"{card_path}: {key} is {expected!r}, not a SHA-256 (64 hex digits): the card is broken, not "
+            f"necessarily {path.name}; restore the card (git checkout, or export the model again)"
+        )
     stat = path.stat()
     version = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if version not in _VERIFIED:
