@@ -2,9 +2,11 @@
 
 Each file is streamed to ``<file>.part`` (resumed with an HTTP Range request when a ``.part`` is
 left from an interrupted run), checked against the announced size and renamed into place; the pair
-is then loaded once with :func:`probing_lab.elmo.load_hdf5_model`, and only a pair that loads gets
-a ``manifest.json`` (name, url, size and sha256 of each file) so that :func:`verify` can catch a
-file that changes later. The base URL can be pointed at a mirror (``base_url=`` or
+is then loaded once with :func:`probing_lab.elmo.load_hdf5_model` and checked against the preset the
+name stands for (its options, hence every weight's shape, and the published SHA-256 where known); a
+pair that does not load or does not match is refused and the files this run fetched are removed.
+Only a pair that passes gets a ``manifest.json`` (name, url, size and sha256 of each file) so that
+:func:`verify` can catch a file that changes later. The base URL can be pointed at a mirror (``base_url=`` or
 ``$PROBING_LAB_ELMO_URL``).
 """
 
@@ -38,6 +40,12 @@ MODELS: dict[str, str] = {
     "original-5.5b": "2x4096_512_2048cnn_2xhighway_5.5B",
 }
 FILES = ("options.json", "weights.hdf5")  # the local names, in this order
+# name -> the preset of probing_lab.elmo whose shapes the published files have
+PRESET_OF: dict[str, str] = {"small": "small", "medium": "medium", "original": "original", "original-5.5b": "original"}
+# name -> {local file name: sha256} of the published files, where known; checked after download
+PUBLISHED_SHA256: dict[str, dict[str, str]] = {}
+# the options that fix the shapes of the weights
+SHAPE_FIELDS = ("lstm_dim", "projection_dim", "n_layers", "char_dim", "filters", "n_highway")
 MANIFEST = "manifest.json"
 CHUNK = 1 << 20
 
@@ -245,17 +253,40 @@ def verify(directory: str | Path) -> dict:
     return manifest
 
 
-def _validate(options: Path, weights: Path) -> int:
-    """Load the pair once; its parameter count, or VerifyError naming what does not load."""
+def expected_options(name: str):
+    """The :class:`~probing_lab.elmo.ElmoOptions` of the preset the published ELMo ``name`` has."""
+    from .elmo import get_preset
+
+    _check_name(name)
+    return get_preset(PRESET_OF[name])
+
+
+def _validate(name: str, options: Path, weights: Path) -> int:
+    """Load the pair once and check it is the ELMo ``name``: its parameter count, or VerifyError
+    naming what does not load or does not match (options, shapes, published SHA-256)."""
     from .elmo import OptionsError, WeightsError, load_hdf5_model
 
-    kept = "the files are kept and no manifest was written; delete them and download again, or fix the base URL"
     try:
-        model = load_hdf5_model(options, weights)
+        model = load_hdf5_model(options, weights)  # every dataset's shape is checked against the options
     except (OptionsError, WeightsError) as e:  # their messages name the file
-        raise VerifyError(f"the downloaded pair does not load: {e}; {kept}") from None
+        raise VerifyError(f"the downloaded pair does not load: {e}") from None
     except Exception as e:  # anything else a broken download can raise while loading
-        raise VerifyError(f"{options} + {weights} do not load as an ELMo ({type(e).__name__}: {e}); {kept}") from None
+        raise VerifyError(f"{options} + {weights} do not load as an ELMo ({type(e).__name__}: {e})") from None
+    want = expected_options(name)
+    wrong = [
+        f"{f} {getattr(model.options, f)!r} (expected {getattr(want, f)!r})"
+        for f in SHAPE_FIELDS
+        if getattr(model.options, f) != getattr(want, f)
+    ]
+    if wrong:
+        raise VerifyError(
+            f"{options} is not the published ELMo {name!r}: {'; '.join(wrong)}; "
+            f"the pair loads, but as a model of {model.count_parameters():,} parameters"
+        )
+    for f, digest in PUBLISHED_SHA256.get(name, {}).items():
+        path = options if f == "options.json" else weights
+        if file_sha256(path) != digest:
+            raise VerifyError(f"{path}: its SHA-256 differs from the published {f} of ELMo {name!r}")
     return model.count_parameters()
 
 
@@ -301,14 +332,27 @@ def download(
         manifest_path.unlink()  # it no longer describes the folder; a new one is written after validation
 
     directory.mkdir(parents=True, exist_ok=True)
+    fetched = []
     for f in FILES:
         if paths[f].is_file():
             log.info("%s: already there (an earlier complete download); not fetched again", paths[f])
             continue
         log.info("downloading %s", urls[f])
         _fetch(urls[f], paths[f], name, progress, timeout, on_progress)
+        fetched.append(paths[f])
 
-    parameters = _validate(files.options, files.weights)
+    try:
+        parameters = _validate(name, files.options, files.weights)
+    except VerifyError as e:  # what this run fetched goes; a file that was there before is the user's to judge
+        for path in fetched:
+            path.unlink(missing_ok=True)
+        kept = [str(paths[f]) for f in FILES if paths[f] not in fetched]
+        what = f"removed {', '.join(map(str, fetched))}" if fetched else "nothing fetched"
+        were = "was" if len(kept) == 1 else "were"
+        also = f"; kept {', '.join(kept)}, which {were} there before: delete what is not yours" if kept else ""
+        raise VerifyError(
+            f"{e}. Refused: {what} and no manifest was written{also}; check the base URL ({resolve_base_url(base_url)})"
+        ) from None
     manifest = {
         "model": name,
         "parameters": parameters,

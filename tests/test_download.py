@@ -46,6 +46,14 @@ def local_only(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", guarded)
 
 
+@pytest.fixture(autouse=True)
+def tiny_is_published(monkeypatch):
+    """The tiny pair the server serves stands for every published ELMo (the real ones are 54 MB and up)."""
+    import probing_lab.download
+
+    monkeypatch.setattr(probing_lab.download, "expected_options", lambda name: ElmoOptions.from_dict(TINY_MODEL))
+
+
 def tiny_pair(tmp_path, **lstm):
     """A random tiny ELMo saved in the released layout: (options.json bytes, weights.hdf5 bytes)."""
     data = json.loads(json.dumps(TINY_MODEL))
@@ -247,7 +255,7 @@ def test_invalid_pair_fails_validation_without_manifest(server, tmp_path):
         download(NAME, target, base_url=server.base, progress=False)
     assert "no manifest was written" in str(e.value)
     assert not (target / MANIFEST).exists()
-    assert (target / "options.json").is_file() and (target / "weights.hdf5").is_file()  # kept
+    assert not (target / "options.json").exists() and not (target / "weights.hdf5").exists()  # removed
     with pytest.raises(FileNotFoundError, match="no manifest"):
         verify(target)
 
