@@ -30,7 +30,7 @@ from typing import Optional
 import torch
 
 from ..elmo import ElmoOptions
-from ..fileio import atomic_path
+from ..fileio import atomic_directory, atomic_path
 from .config import TrainConfig, TrainingError
 from .distributed import Distributed
 from .lm import BiLanguageModel
@@ -221,15 +221,18 @@ def export_warm_start(run_dir: str | Path, out: str | Path, vocab: Optional[str 
     continues the run from it: same step, same windows, a fresh optimizer. With ``vocab`` (the
     corpus's vocab.txt) the softmax's words come along, so that the state also loads as a language
     model (``probing_lab.lm``, the app's Language model page)."""
-    from safetensors.torch import load_file, save_file
-
     run_dir, out = Path(run_dir), Path(out)
     latest = latest_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None
     if latest is None:
         raise TrainingError(f"{run_dir}: not a run directory with a checkpoint; give the --out of `probing-lab train`")
-    tmp = out.parent / f".{out.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with atomic_directory(out) as tmp:  # the whole folder at once: nothing of an earlier state stays
+        _write_warm_start(latest, run_dir, tmp, vocab)
+    return out
+
+
+def _write_warm_start(latest: Path, run_dir: Path, tmp: Path, vocab: Optional[str | Path]) -> None:
+    from safetensors.torch import load_file, save_file
+
     lm = load_file(str(latest / "lm.safetensors"))
     save_file({k: v.half() if v.is_floating_point() else v for k, v in lm.items()}, str(tmp / "lm.safetensors"))
     for name in WARM_START_FILES[1:]:
@@ -242,9 +245,6 @@ def export_warm_start(run_dir: str | Path, out: str | Path, vocab: Optional[str 
 
         size = json.loads((latest / "info.json").read_text())["vocab_size"]
         Vocabulary.load(vocab, max_size=size).save(tmp / "vocab.txt")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
 
 
 def restore_warm_start(state_dir: str | Path, run_dir: str | Path) -> Path:

@@ -69,12 +69,9 @@ def cmd_corpus_fetch_help(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ..fileio import read_utf8
     from .config import TrainConfig
     from .trainer import train
 
-    if Path(args.config).is_file():
-        read_utf8(args.config)  # bytes that are not UTF-8: an error naming the file and line
     config = TrainConfig.load(args.config)
     evaluate = None
     if config.eval_every_steps:  # load the probe data now: a missing dataset fails before any training

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..elmo import ElmoOptions, get_preset
+from ..fileio import read_utf8
 
 
 class TrainingError(ValueError):
@@ -111,7 +112,7 @@ class TrainConfig:
     def load(cls, path: str | Path) -> "TrainConfig":
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_utf8(path))
         except FileNotFoundError:
             raise TrainingError(f"{path}: no such config file") from None
         except json.JSONDecodeError as e:

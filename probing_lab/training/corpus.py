@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
-from ..fileio import atomic_path, deb_members
+from ..fileio import atomic_directory, deb_members
 from ..text import split_and_tokenize, tokenize
 from .errors import CorpusError, SourceFormatError
 from .exclusions import read_exclusion_file, sentence_key
@@ -305,18 +305,8 @@ def build_corpus(
     counts: Counter = Counter()
     for _, line in train:
         counts.update(line.split())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "train").mkdir(exist_ok=True)
-    for old in (out / "train").glob("shard-*.txt"):
-        old.unlink()
     n_shards = max(1, min(n_shards, len(train)))
-    for k in range(n_shards):
-        with atomic_path(out / "train" / f"shard-{k:03d}.txt") as tmp:
-            tmp.write_text("".join(line + "\n" for _, line in train[k::n_shards]), encoding="utf-8")
-    with atomic_path(out / "heldout.txt") as tmp:
-        tmp.write_text("".join(line + "\n" for _, line in heldout), encoding="utf-8")
     vocab = Vocabulary.from_counts(counts, min_count=min_count)
-    vocab.save(out / "vocab.txt")
     result = {
         "train": {"sentences": len(train), "tokens": sum(counts.values()), "types": len(counts), "shards": n_shards},
         "heldout": {"sentences": len(heldout), "tokens": sum(len(line.split()) for _, line in heldout)},
@@ -332,6 +322,12 @@ def build_corpus(
         "exclusion_files": stats.exclusion_files,
         "seed": seed,
     }
-    with atomic_path(out / "stats.json") as tmp:
-        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    with atomic_directory(out) as tmp:  # the whole folder at once: no shard of an earlier build stays
+        (tmp / "train").mkdir()
+        for k in range(n_shards):
+            text = "".join(line + "\n" for _, line in train[k::n_shards])
+            (tmp / "train" / f"shard-{k:03d}.txt").write_text(text, encoding="utf-8")
+        (tmp / "heldout.txt").write_text("".join(line + "\n" for _, line in heldout), encoding="utf-8")
+        vocab.save(tmp / "vocab.txt")
+        (tmp / "stats.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
