@@ -308,3 +308,44 @@ def test_sample_and_token_rows():
     assert rows[0]["frequency"] == "1-9" and rows[2]["frequency"] == "0 (OOV)" and rows[1]["upos"] == "NOUN"
     assert rows[1]["context"] == "The <b>w1</b> zzz"
     assert [S.frequency_band(c) for c in (0, 5, 50, 500, 5000)] == list(S.FREQUENCY_BANDS)
+
+
+# --- sense baselines: linear accuracy, a supervised view, bag of context ------------------------
+
+
+def test_linear_cv_accuracy_separated_identical_and_undefined():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(10, 5)) + [6, 0, 0, 0, 0], rng.normal(size=(10, 5)) - [6, 0, 0, 0, 0]
+    X, labels = np.vstack([a, b]), ["a"] * 10 + ["b"] * 10
+    assert G.linear_cv_accuracy(X, labels) == 1.0
+    # identical vectors carry no sense: each fold predicts its training majority
+    assert G.linear_cv_accuracy(np.ones((12, 4)), ["a"] * 8 + ["b"] * 4) == pytest.approx(8 / 12)
+    assert G.linear_cv_accuracy(X[:3], ["a", "a", "b"]) is None  # a sense with one occurrence
+    assert G.separation(X, labels)["linear_accuracy"] == 1.0
+
+
+def test_supervised_view_places_points_by_a_classifier_that_never_saw_them():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20, 50))
+    labels = ["a"] * 10 + ["b"] * 10
+    X[:10, 0] += 5
+    points = G.supervised_2d(X, labels)
+    assert points.shape == (20, 2) and points[:10, 0].max() < points[10:, 0].min()  # positive score: sense b
+    # random labels on random vectors: a fit to all 20 points would separate them (50 dims > 20
+    # points), the out-of-fold scores do not
+    noise = G.supervised_2d(rng.normal(size=(20, 50)), labels)
+    assert not ((noise[:10, 0] > 0).all() and (noise[10:, 0] < 0).all())
+    three = G.supervised_2d(X[:12], ["a", "b", "c"] * 4)
+    assert three.shape == (12, 2)
+    assert G.supervised_2d(X[:3], ["a", "a", "b"]) is None
+
+
+def test_bag_of_context_is_the_mean_of_the_other_tokens():
+    sentences = ["the bank closed .", "a river bank", "bank"]
+    occ = P.collect(TypeAndContext(), sentences, target="bank", labels=["m", "r", "r"])
+    layers = TypeAndContext().embed([s.split() for s in sentences])
+    np.testing.assert_allclose(occ.context_vectors["1"][0], layers[0][1][[0, 2, 3]].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(occ.context_vectors["0"][1], layers[1][0][[0, 1]].mean(axis=0), rtol=1e-6)
+    assert not occ.context_vectors["2"][2].any()  # a one-word sentence has no context
+    context = occ.separation(context=True)
+    assert context["0"]["self_similarity"] < 0.999  # unlike the target's own L0 vector

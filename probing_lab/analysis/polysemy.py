@@ -89,6 +89,9 @@ class Occurrences:
     baselines: dict  # layer key -> mean cosine of random token pairs of these sentences
     missing: list = field(default_factory=list)  # input numbers (0-based) without the target
     source: list = field(default_factory=list)  # input number of each kept sentence
+    # the "bag of context" baseline: layer key -> (n, dim) mean of the *other* tokens' vectors of each
+    # sentence; what a sense measure gets from the topic words alone, without the target's own vector
+    context_vectors: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -102,10 +105,12 @@ class Occurrences:
     def labelled(self) -> bool:
         return all(label is not None for label in self.labels) and len(set(self.labels)) >= 2
 
-    def separation(self) -> dict:
-        """layer key -> :func:`probing_lab.analysis.geometry.separation` numbers."""
+    def separation(self, context: bool = False) -> dict:
+        """layer key -> :func:`probing_lab.analysis.geometry.separation` numbers of the target's
+        vectors (``context``: of the bag-of-context vectors)."""
         labels = self.labels if all(label is not None for label in self.labels) else ["?"] * self.n
-        return {k: separation(self.vectors[k], labels, self.baselines.get(k)) for k in self.keys}
+        vectors = self.context_vectors if context else self.vectors
+        return {k: separation(vectors[k], labels, self.baselines.get(k)) for k in self.keys}
 
     def context(self, i: int, marker: tuple[str, str] = ("[", "]"), window: Optional[int] = None) -> str:
         """Kept sentence i as text with the target marked (hover text, tables); ``window`` keeps
@@ -167,7 +172,14 @@ def collect(
     by_key = layers.by_key(halves)
     vectors = {k: v[rows] for k, v in by_key.items()}
     baselines = {k: random_pair_cosine(v, n_pairs=n_pairs, seed=seed) for k, v in by_key.items()}
-    return Occurrences(kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines, missing, keep)
+    others = [[layers.row(j, t) for t in range(len(kept[j])) if t != positions[i]] for j, i in enumerate(keep)]
+    context = {  # a one-word sentence has no context: a zero vector (cosine 0 to everything)
+        k: np.stack([v[r].mean(axis=0) if r else np.zeros(v.shape[1], v.dtype) for r in others])
+        for k, v in by_key.items()
+    }
+    return Occurrences(
+        kept, [positions[i] for i in keep], [labels[i] for i in keep], vectors, baselines, missing, keep, context
+    )
 
 
 def labelled_positions(records) -> tuple[list[list[str]], list[Optional[int]], list[Optional[str]]]:
