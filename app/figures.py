@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,12 +19,16 @@ def colour_map(labels: Sequence) -> dict:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
 
-def projection_grid(points: dict, labels: Sequence, hover: Sequence[str], title: str, method: str) -> go.Figure:
-    """One scatter per layer side by side, points coloured by label (legend shared)."""
+def projection_grid(
+    points: dict, labels: Sequence, hover: Sequence[str], title: str, method: str, notes: Optional[dict] = None
+) -> go.Figure:
+    """One scatter per layer side by side, points coloured by label (legend shared); ``notes``: a
+    line under each layer's title (e.g. its cross-validated accuracy)."""
     keys = list(points)
     labels = [str(l) for l in labels]
     colours = colour_map(labels)
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=[layer_label(k) for k in keys], horizontal_spacing=0.04)
+    titles = [layer_label(k) + (f"<br><sub>{notes[k]}</sub>" if notes and k in notes else "") for k in keys]
+    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=titles, horizontal_spacing=0.04)
     for col, key in enumerate(keys, start=1):
         xy = points[key]
         for name, colour in colours.items():
@@ -47,7 +51,7 @@ def projection_grid(points: dict, labels: Sequence, hover: Sequence[str], title:
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
     fig.update_layout(
-        title=f"{title} ({method.upper()} per layer)",
+        title=f"{title} ({method.upper() if method in ('pca', 'umap', 'tsne') else method} per layer)",
         height=380,
         template="plotly_white",
         legend={"title": "sense", "orientation": "h", "y": -0.05},

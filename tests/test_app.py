@@ -128,10 +128,23 @@ def test_polysemy_builtin_bank():
     assert l0["self-similarity"] == "1.000" and l0["silhouette (cosine)"] in ("0.000", "-0.000")
     assert l0["1-NN sense accuracy (LOO)"] == l0["chance"]
     assert table.iloc[2]["self-similarity"] != "1.000"
-    assert len(charts(at)) == 2 and "16 occurrences, 2 senses" in texts(at.subheader)
+    assert len(charts(at)) == 3 and "16 occurrences, 2 senses" in texts(at.subheader)
     assert "Why L0 collapses" in texts(at.markdown)
+    # the sense baselines: the word's own vector against the bag of context and a random-init model
+    baselines = frame(at, 1).set_index("layer")
+    assert list(baselines.columns[:4]) == [
+        "1-NN: token",
+        "1-NN: bag of context",
+        "linear (CV): token",
+        "linear (CV): bag of context",
+    ]
+    assert "1-NN: random-init token" in baselines.columns
+    assert baselines.loc["L0", "1-NN: token"] == l0["chance"]  # one vector per spelling: chance
+    assert baselines.loc["L0", "1-NN: bag of context"] != l0["chance"]  # the other words differ
+    assert baselines.loc["L0", "chance (1-NN) / majority"] == f"{l0['chance']} / 0.500"
+    assert "out-of-fold per layer" in str(charts(at)[1].proto.spec) and "CV accuracy" in str(charts(at)[1].proto.spec)
     at.radio(key="poly_method").set_value("t-SNE").run()
-    assert len(charts(ok(at))) == 2 and "TSNE per layer" in str(charts(at)[0].proto.spec)
+    assert len(charts(ok(at))) == 3 and "TSNE per layer" in str(charts(at)[0].proto.spec)
     at.checkbox(key="poly_halves").check().run()
     halves = frame(ok(at))
     assert list(halves["layer"]) == ["L0", "L1", "L1 forward", "L1 backward", "L2", "L2 forward", "L2 backward", "mean"]
@@ -162,7 +175,7 @@ def test_polysemy_typed_sentences_with_a_missing_target():
     ok(at)
     assert "1 sentence(s) do not contain “bank”" in texts(at.warning) and "line 2" in texts(at.warning)
     assert "4 occurrences, 2 senses" in texts(at.subheader)
-    assert len(charts(at)) == 2
+    assert len(charts(at)) == 3
 
 
 def test_polysemy_bad_input_gives_messages():
@@ -196,7 +209,7 @@ def test_polysemy_coarsewsd_preset():
     at.slider(key="per_sense").set_value(4).run()
     ok(at)
     assert "CoarseWSD-20 `bass` train split" in texts(at.caption)
-    assert "senses" in texts(at.subheader) and len(charts(at)) == 2
+    assert "senses" in texts(at.subheader) and len(charts(at)) == 3
 
 
 # --- Layer clustering -------------------------------------------------------------------------

@@ -12,7 +12,14 @@ import lab_ui
 import numpy as np
 import streamlit as st
 
-from probing_lab.analysis import collect, cosine_matrix, labelled_positions, layer_label, parse_lines
+from probing_lab.analysis import (
+    collect,
+    cosine_matrix,
+    labelled_positions,
+    layer_label,
+    parse_lines,
+    supervised_2d,
+)
 
 BANK_PRESET = [
     ("I paid the cheque into my account at the bank.", "money"),
@@ -62,6 +69,72 @@ def coarsewsd_sample(word: str, per_sense: int, seed: int):
         chosen += sorted(rng.choice(idx, size=min(per_sense, len(idx)), replace=False).tolist())
     chosen.sort()
     return [tokens[i] for i in chosen], [positions[i] for i in chosen], [senses[i] for i in chosen]
+
+
+def sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
+    """What the target's contextual vector adds: the same measures on its L0 type vector (the L0
+    row), on the mean of the sentence's other tokens ("bag of context": topic words alone) and on
+    a random-init model of the same shape; then the supervised view."""
+    st.subheader("Is it the word's own vector, or the words around it?")
+    token, context = occ.separation(), occ.separation(context=True)
+    rows = {
+        "layer": [layer_label(k) for k in occ.keys],
+        "1-NN: token": [lab_ui.fmt(token[k]["nn_accuracy"]) for k in occ.keys],
+        "1-NN: bag of context": [lab_ui.fmt(context[k]["nn_accuracy"]) for k in occ.keys],
+        "linear (CV): token": [lab_ui.fmt(token[k]["linear_accuracy"]) for k in occ.keys],
+        "linear (CV): bag of context": [lab_ui.fmt(context[k]["linear_accuracy"]) for k in occ.keys],
+    }
+    try:
+        random_spec = lab_ui.random_like(spec)
+        random_occ = occurrences(
+            lab_ui.spec_key(random_spec),
+            tuple(tuple(s) for s in occ.sentences),
+            None,
+            tuple(occ.labels),
+            tuple(occ.positions),
+            halves,
+            lab_ui.get_bundle(random_spec).embedder,
+        )
+        random_sep = random_occ.separation()
+        rows["1-NN: random-init token"] = [lab_ui.fmt(random_sep[k]["nn_accuracy"]) for k in occ.keys]
+        rows["linear (CV): random-init token"] = [lab_ui.fmt(random_sep[k]["linear_accuracy"]) for k in occ.keys]
+    except ValueError as e:
+        st.caption(f"No random-init baseline: {e}.")
+    counts = {label: shown_labels.count(label) for label in set(shown_labels)}
+    rows["chance (1-NN) / majority"] = [
+        f"{lab_ui.fmt(token[k]['nn_chance'])} / {max(counts.values()) / occ.n:.3f}" for k in occ.keys
+    ]
+    st.dataframe(rows, hide_index=True)
+    st.caption(
+        "**token**: the word's own vector in that layer (L0 = its spelling alone, the same in every sentence). "
+        "**bag of context**: the mean of the *other* words' vectors of the sentence in the same layer: what "
+        "topic words give without the word itself. **random-init token**: an untrained model of the same shape "
+        "(what the architecture gives for free). **1-NN**: each occurrence takes the sense of its most similar "
+        "other occurrence (the geometry the maps show). **linear (CV)**: a logistic-regression sense classifier, "
+        "cross-validated (scored only on occurrences it was not fitted on). A sense measure means something "
+        "where the token beats its L0 row, the random-init model and, ideally, the bag of context."
+    )
+    with st.expander("Supervised view: is sense *linearly* there, even where it is not the main axis?"):
+        views = {k: supervised_2d(occ.vectors[k], shown_labels) for k in occ.keys}
+        if any(v is None for v in views.values()):
+            st.info("Each sense needs at least two occurrences for a cross-validated view.")
+            return
+        st.plotly_chart(
+            figures.projection_grid(
+                views,
+                shown_labels,
+                hover,
+                f"“{occ.sentences[0][occ.positions[0]]}”: sense classifier scores",
+                "out-of-fold",
+                notes={k: f"CV accuracy {lab_ui.fmt(token[k]['linear_accuracy'])}" for k in occ.keys},
+            ),
+            key="poly_supervised",
+        )
+        st.caption(
+            "x: the score of a linear sense classifier fitted on the *other* folds (never on the point itself); "
+            "y: the first principal component. With 1,024 dimensions and a few dozen points, a classifier fitted "
+            "on all of them would separate any labels; out-of-fold scores separate only what generalises."
+        )
 
 
 source = st.radio("Sentences", ["Preset", "Type your own"], horizontal=True, key="source")
@@ -182,6 +255,9 @@ with lab_ui.friendly_errors("The polysemy view"):
     st.plotly_chart(
         figures.projection_grid(points, shown_labels, hover, f"“{target}” per layer", method), key="poly_scatter"
     )
+
+    if labelled:
+        sense_baselines(occ, spec, halves, hover, shown_labels)
 
     order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
     ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]

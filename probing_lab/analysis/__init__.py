@@ -6,6 +6,7 @@ No Streamlit here: the app, notebooks and scripts all call the same functions.
 from ..features.activations import Activations, embed_activations, layer_keys, layer_label
 from .geometry import (
     cosine_matrix,
+    linear_cv_accuracy,
     loo_nn_accuracy,
     nearest_contexts,
     random_pair_cosine,
@@ -13,6 +14,7 @@ from .geometry import (
     sense_similarities,
     separation,
     silhouette_cosine,
+    supervised_2d,
 )
 from .polysemy import (
     Occurrences,
@@ -32,6 +34,7 @@ __all__ = [
     "cka_matrix",
     "corpus_geometry",
     "linear_cka",
+    "linear_cv_accuracy",
     "Occurrences",
     "Activations",
     "collect",
@@ -53,6 +56,7 @@ __all__ = [
     "sense_similarities",
     "separation",
     "silhouette_cosine",
+    "supervised_2d",
     "umap_is_warm",
     "warm_up_umap",
 ]

@@ -148,7 +148,8 @@ def _classifier():
 def linear_cv_accuracy(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0) -> Optional[float]:
     """Cross-validated sense accuracy of a linear classifier (logistic regression on unit-length
     rows, stratified folds: never scored on the points it was fitted on). None when a sense has
-    fewer than 2 occurrences. Identical vectors score the majority sense's share."""
+    fewer than 2 occurrences. Identical vectors carry nothing: each fold predicts the sense most
+    frequent in its training part, at most the majority share (less with balanced senses)."""
     X, labels = _check(X, labels)
     cv = _folds(labels, folds, seed)
     if cv is None:
