@@ -12,7 +12,8 @@ import figures
 import lab_ui
 import streamlit as st
 
-from probing_lab.analysis import collect, cosine_matrix, layer_label
+from probing_lab.analysis import collect, cosine_matrix, layer_label, sense_baselines, sense_verdict
+from probing_lab.analysis.polysemy import BANK_SENTENCES
 
 # A minimal triple: the words before "bank" are the same, only what follows tells the sense, so a
 # difference between the pairs comes from sense, not from syntax or the neighbouring words.
@@ -21,6 +22,15 @@ BANK = [
     ("I walked to the bank to ask for a loan.", "money"),
     ("I walked to the bank to fish in the river.", "river"),
 ]
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def bank_occurrences(spec_key, _embedder):
+    """The sixteen "bank" sentences (Polysemy's preset) in one model, cached per model."""
+    return collect(
+        _embedder, [s for s, _ in BANK_SENTENCES], target="bank", labels=[label for _, label in BANK_SENTENCES]
+    )
+
 
 lab_ui.page("ELMo probing lab: a tour")
 
@@ -43,6 +53,7 @@ st.caption("Cosine similarity of the vectors for *bank* in these sentences, per 
 for i, (text, sense) in enumerate(BANK):
     st.markdown(f"**{'ABC'[i]}** ({sense}): {text}")
 
+
 with lab_ui.friendly_errors("The live example"):
     bundle = lab_ui.get_bundle()
     occ = collect(bundle.embedder, [text for text, _ in BANK], target="bank")
@@ -52,42 +63,56 @@ with lab_ui.friendly_errors("The live example"):
         S = cosine_matrix(V)
         same[key] = float(S[0, 1])
         different[key] = float((S[0, 2] + S[1, 2]) / 2)
-    st.plotly_chart(
-        figures.layer_bars(
-            {"same sense (A·B)": same, "different senses (A·C, B·C)": different},
-            "cosine between the 'bank' vectors",
-            "cosine",
-        ),
-        key="tour_bars",
-    )
     st.dataframe(
         {
             "layer": [layer_label(k) for k in vectors],
             "A·B same sense": [round(same[k], 4) for k in vectors],
             "A·C / B·C different senses": [round(different[k], 4) for k in vectors],
+            "gap (same − different)": [round(same[k] - different[k], 4) for k in vectors],
         },
         hide_index=True,
     )
-    upper = [k for k in ("1", "2") if k in vectors]
-    closer = [k for k in upper if same[k] > different[k]]
-    verdict = (
-        f"In this model the two money senses are closer to each other than to the river bank in "
-        f"{' and '.join(layer_label(k) for k in closer)}"
-        if closer
-        else "In this model the money pair is **not** closer than the river pairs in L1 or L2"
-    )
-    gaps = ", ".join(f"{layer_label(k)} {same[k] - different[k]:+.4f}" for k in upper)
     st.markdown(
-        f"""
+        """
 **Read it like this.** In **L0** every cosine is **1.000**: the character CNN sees only the letters
 b-a-n-k, so all three "bank"s get the identical vector and no sense can be told apart. In L1 and L2
-the vectors depend on the whole sentence: here only the words *after* "bank" differ, which the
-backward half of the biLM reads. {verdict} (same-sense minus different-sense cosine: {gaps}).
-Three sentences are an anecdote: the **Polysemy** page measures the separation over many contexts
-(silhouette, nearest-neighbour sense accuracy against chance). A randomly initialised model also gives
-different vectors per context (its LSTMs mix in the neighbours), but nothing in them reflects meaning:
-compare models on the **Model** page. Current model: `{bundle.name}`.
+the vectors depend on the whole sentence; here only the words *after* "bank" differ, which the
+backward half of the biLM reads. A gap of a few hundredths on three sentences is an anecdote, so the
+verdict below is measured on sixteen.
 """
+    )
+
+st.subheader("Sixteen sentences: does the word's own vector carry the sense?")
+st.caption(
+    "Eight money and eight river sentences of *bank*. Each occurrence takes the sense of its most similar "
+    "other occurrence (leave-one-out nearest neighbour), per layer, for the word's own vector, for the mean of "
+    "the sentence's other words (topic alone) and for an untrained model of the same shape."
+)
+with lab_ui.friendly_errors("The sixteen-sentence measure"):
+    spec = lab_ui.current_spec()
+    occ16 = bank_occurrences(lab_ui.spec_key(spec), lab_ui.get_bundle(spec).embedder)
+    try:
+        random_spec = lab_ui.random_like(spec)
+        random16 = bank_occurrences(lab_ui.spec_key(random_spec), lab_ui.get_bundle(random_spec).embedder)
+    except ValueError:
+        random16 = None  # a released ELMo: no random-init preset of its shape
+    table = sense_baselines(occ16, random16)
+    series = {"this model: the word's vector": "token_nn", "this model: bag of context": "context_nn"}
+    if random16 is not None:
+        series["random-init model: the word's vector"] = "random_nn"
+    st.plotly_chart(
+        figures.layer_bars(
+            {name: {k: table[k][key] for k in ("0", "1", "2")} for name, key in series.items()},
+            "nearest-neighbour sense accuracy, 16 'bank' sentences",
+            "1-NN accuracy",
+            reference=(table["0"]["chance"], "chance"),
+        ),
+        key="tour_bars",
+    )
+    st.markdown(
+        f"**Verdict.** {sense_verdict(table)} The **Polysemy** page shows these sentences (and your own) per "
+        f"layer as maps, with a cross-validated linear classifier beside the geometry. Current model: "
+        f"`{bundle.name}`."
     )
 
 st.subheader("Pages")

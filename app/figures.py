@@ -127,12 +127,21 @@ def similarity_profile(series: dict, tokens: Sequence[str], focus: int) -> go.Fi
     return fig
 
 
-def layer_bars(values: dict, title: str, yaxis: str) -> go.Figure:
-    """values: series name -> {layer key: number}: grouped bars per layer."""
+def layer_bars(values: dict, title: str, yaxis: str, reference: Optional[tuple[float, str]] = None) -> go.Figure:
+    """values: series name -> {layer key: number}: grouped bars per layer; ``reference``: a dashed
+    line across them (value, label), e.g. chance."""
     fig = go.Figure()
     for name, per_layer in values.items():
         keys = list(per_layer)
         fig.add_trace(go.Bar(x=[layer_label(k) for k in keys], y=[per_layer[k] for k in keys], name=name))
+    if reference is not None:
+        fig.add_hline(
+            y=reference[0],
+            line_dash="dash",
+            line_color="grey",
+            annotation_text=reference[1],
+            annotation_position="top left",
+        )
     fig.update_layout(title=title, yaxis_title=yaxis, barmode="group", height=340, template="plotly_white")
     return fig
 

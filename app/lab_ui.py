@@ -305,13 +305,12 @@ def fmt(value, digits: int = 3) -> str:
 
 def random_like(spec: ModelSpec) -> ModelSpec:
     """A random-init model of the same shape as ``spec``'s (a preset with the same options)."""
-    from probing_lab.elmo import PRESETS
+    from probing_lab.elmo import ElmoOptions, preset_of
 
-    options = get_bundle(spec).options
-    for name, preset in PRESETS.items():
-        if preset.to_dict() == options:
-            return ModelSpec(model=f"random:{name}", seed=spec.seed + 1)
-    raise ValueError("no random-init preset has this model's shape; pick the random model on the Model page")
+    name = preset_of(ElmoOptions.from_dict(get_bundle(spec).options))
+    if name is None:
+        raise ValueError("no random-init preset has this model's shape; pick the random model on the Model page")
+    return ModelSpec(model=f"random:{name}", seed=spec.seed + 1)
 
 
 def spec_key(spec: ModelSpec) -> tuple:

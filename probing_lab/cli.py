@@ -108,6 +108,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
         money, river, across = sim[0, 1], sim[2, 3], sim[:2, 2:].mean()
         print(f"  L{layer}: money-money {money:.3f}  river-river {river:.3f}  money-river {across:.3f}")
     print("\nL0 is the same vector for every 'bank' (a type embedding); L1 and L2 depend on context.")
+
+    # the same question measured on 16 sentences, against what the context words and an untrained
+    # model of the same shape give (the baselines every sense number needs)
+    from .analysis import collect, sense_baselines, sense_verdict
+    from .analysis.polysemy import BANK_SENTENCES
+    from .elmo import preset_of
+
+    text, labels = [s for s, _ in BANK_SENTENCES], [label for _, label in BANK_SENTENCES]
+    occ = collect(elmo, text, target="bank", labels=labels)
+    preset = preset_of(loaded.model.options)
+    random_occ = None
+    if preset is not None:
+        untrained = Embedder(load_model(f"random:{preset}", None, None, args.seed + 1).model)
+        random_occ = collect(untrained, text, target="bank", labels=labels)
+    table = sense_baselines(occ, random_occ)
+    print("\nnearest-neighbour sense accuracy on 16 'bank' sentences (8 money, 8 river), leave one out")
+    print(f"  {'layer':7}{'word vector':>13}{'bag of context':>16}{'random init':>13}{'chance':>8}")
+    for k in ("0", "1", "2"):
+        row = table[k]
+        rand = "n/a" if row["random_nn"] is None else f"{row['random_nn']:.3f}"
+        print(f"  L{k:6}{row['token_nn']:>13.3f}{row['context_nn']:>16.3f}{rand:>13}{row['chance']:>8.3f}")
+    print(sense_verdict(table))
     return 0
 
 

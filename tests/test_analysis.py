@@ -349,3 +349,21 @@ def test_bag_of_context_is_the_mean_of_the_other_tokens():
     assert not occ.context_vectors["2"][2].any()  # a one-word sentence has no context
     context = occ.separation(context=True)
     assert context["0"]["self_similarity"] < 0.999  # unlike the target's own L0 vector
+
+
+def test_sense_baselines_and_the_verdict_they_give():
+    sentences = [s for s, _ in P.BANK_SENTENCES]
+    labels = [label for _, label in P.BANK_SENTENCES]
+    occ = P.collect(TypeAndContext(), sentences, target="bank", labels=labels)
+    table = P.sense_baselines(occ)
+    assert table["0"]["token_nn"] == pytest.approx(table["0"]["chance"])  # L0: one vector per spelling
+    assert table["1"]["random_nn"] is None and table["1"]["context_nn"] is not None
+    both = P.sense_baselines(occ, occ)
+    assert both["2"]["random_nn"] == both["2"]["token_nn"]
+    # the verdict reads the best upper layer against each baseline, with a margin
+    row = {"chance": 0.47, "token_nn": 0.81, "context_nn": 0.69, "random_nn": 0.62}
+    assert "beyond all three" in P.sense_verdict({"1": row, "2": dict(row, token_nn=0.75)})
+    close = P.sense_verdict({"1": dict(row, context_nn=0.75)})
+    assert close.startswith("Best upper layer L1: nearest-neighbour sense accuracy 0.81")
+    assert "no clear gain (under 0.10) over the bag of context" in close
+    assert P.sense_verdict({"0": row}) == "No labelled senses to compare."

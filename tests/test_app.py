@@ -109,10 +109,13 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
     if shipped_model_dir() is None:
         assert "randomly initialised" in texts(at.warning)
     assert len(charts(at)) == 1
-    if shipped_model_dir() is not None:  # the lab's own model: a finding, and its card in words
+    if shipped_model_dir() is not None:  # the lab's own model: a verdict measured on 16 sentences, and its card
         table = frame(at)
-        closer = any(table["A·B same sense"][i] > table["A·C / B·C different senses"][i] for i in (1, 2))  # L1 or L2
-        assert ("money senses are closer" in texts(at.markdown)) == closer  # the text says what the numbers say
+        assert list(table["gap (same − different)"]) == pytest.approx(
+            list(table["A·B same sense"] - table["A·C / B·C different senses"]), abs=2e-4
+        )
+        verdict = next(t for t in texts(at.markdown).split("\n") if "**Verdict.**" in t)
+        assert "Best upper layer L" in verdict and "chance 0.47" in verdict and "random-init model" in verdict
         card = dict(zip(frame(at, 1)[""], frame(at, 1)["value"]))
         assert card["name"] == "elmo-lab" and "/" in card["heldout perplexity (forward / backward)"]
 
@@ -132,13 +135,15 @@ def test_polysemy_builtin_bank():
     assert "Why L0 collapses" in texts(at.markdown)
     # the sense baselines: the word's own vector against the bag of context and a random-init model
     baselines = frame(at, 1).set_index("layer")
-    assert list(baselines.columns[:4]) == [
+    assert list(baselines.columns[:6]) == [
         "1-NN: token",
         "1-NN: bag of context",
+        "1-NN: random-init token",
         "linear (CV): token",
         "linear (CV): bag of context",
+        "linear (CV): random-init token",
     ]
-    assert "1-NN: random-init token" in baselines.columns
+    assert "Best upper layer" in texts(at.markdown)
     assert baselines.loc["L0", "1-NN: token"] == l0["chance"]  # one vector per spelling: chance
     assert baselines.loc["L0", "1-NN: bag of context"] != l0["chance"]  # the other words differ
     assert baselines.loc["L0", "chance (1-NN) / majority"] == f"{l0['chance']} / 0.500"

@@ -1,4 +1,5 @@
 import json
+import re
 
 import h5py
 
@@ -37,3 +38,7 @@ def test_demo_runs(capsys):
     assert main(["demo", "--model", "random:cpu-tiny"]) == 0
     text = capsys.readouterr().out
     assert "L0: money-money 1.000  river-river 1.000  money-river 1.000" in text
+    # the sixteen-sentence measure with its baselines: L0's word vector scores chance
+    l0 = next(line.split() for line in text.splitlines() if re.match(r"\s+L0\s+\d", line))
+    assert l0[1] == l0[4] == "0.467" and l0[3] != "n/a"  # random-init cpu-tiny of another seed beside it
+    assert "Best upper layer L" in text

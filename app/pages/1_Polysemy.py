@@ -18,28 +18,13 @@ from probing_lab.analysis import (
     labelled_positions,
     layer_label,
     parse_lines,
+    sense_baselines,
+    sense_verdict,
     supervised_2d,
 )
+from probing_lab.analysis.polysemy import BANK_SENTENCES
 
-BANK_PRESET = [
-    ("I paid the cheque into my account at the bank.", "money"),
-    ("The bank raised its interest rates again.", "money"),
-    ("She works as a teller at a small savings bank.", "money"),
-    ("The central bank printed more money.", "money"),
-    ("He asked the bank for a loan to buy a house.", "money"),
-    ("Thieves robbed the bank on Friday morning.", "money"),
-    ("The bank charges a fee for every transfer.", "money"),
-    ("Our bank closed its branch in the village.", "money"),
-    ("We had a picnic on the grassy bank of the river.", "river"),
-    ("The boat drifted towards the muddy bank.", "river"),
-    ("Fishermen lined the bank of the stream.", "river"),
-    ("Heavy rain made the river burst its bank.", "river"),
-    ("Reeds grew thickly along the bank of the canal.", "river"),
-    ("The children slid down the steep bank into the water.", "river"),
-    ("A heron stood still on the far bank.", "river"),
-    ("They pulled the canoe up on the bank.", "river"),
-]
-DEFAULT_TYPED = "\n".join(f"{s} | {label}" for s, label in BANK_PRESET[:4] + BANK_PRESET[8:12])
+DEFAULT_TYPED = "\n".join(f"{s} | {label}" for s, label in BANK_SENTENCES[:4] + BANK_SENTENCES[8:12])
 BUILTIN = "bank (built-in sentences)"
 
 lab_ui.page("Polysemy: one word, many contexts")
@@ -71,19 +56,12 @@ def coarsewsd_sample(word: str, per_sense: int, seed: int):
     return [tokens[i] for i in chosen], [positions[i] for i in chosen], [senses[i] for i in chosen]
 
 
-def sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
+def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
     """What the target's contextual vector adds: the same measures on its L0 type vector (the L0
     row), on the mean of the sentence's other tokens ("bag of context": topic words alone) and on
     a random-init model of the same shape; then the supervised view."""
     st.subheader("Is it the word's own vector, or the words around it?")
-    token, context = occ.separation(), occ.separation(context=True)
-    rows = {
-        "layer": [layer_label(k) for k in occ.keys],
-        "1-NN: token": [lab_ui.fmt(token[k]["nn_accuracy"]) for k in occ.keys],
-        "1-NN: bag of context": [lab_ui.fmt(context[k]["nn_accuracy"]) for k in occ.keys],
-        "linear (CV): token": [lab_ui.fmt(token[k]["linear_accuracy"]) for k in occ.keys],
-        "linear (CV): bag of context": [lab_ui.fmt(context[k]["linear_accuracy"]) for k in occ.keys],
-    }
+    random_occ = None
     try:
         random_spec = lab_ui.random_like(spec)
         random_occ = occurrences(
@@ -95,16 +73,25 @@ def sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
             halves,
             lab_ui.get_bundle(random_spec).embedder,
         )
-        random_sep = random_occ.separation()
-        rows["1-NN: random-init token"] = [lab_ui.fmt(random_sep[k]["nn_accuracy"]) for k in occ.keys]
-        rows["linear (CV): random-init token"] = [lab_ui.fmt(random_sep[k]["linear_accuracy"]) for k in occ.keys]
     except ValueError as e:
         st.caption(f"No random-init baseline: {e}.")
-    counts = {label: shown_labels.count(label) for label in set(shown_labels)}
-    rows["chance (1-NN) / majority"] = [
-        f"{lab_ui.fmt(token[k]['nn_chance'])} / {max(counts.values()) / occ.n:.3f}" for k in occ.keys
-    ]
+    table = sense_baselines(occ, random_occ)
+    columns = {
+        "1-NN: token": "token_nn",
+        "1-NN: bag of context": "context_nn",
+        "1-NN: random-init token": "random_nn",
+        "linear (CV): token": "token_linear",
+        "linear (CV): bag of context": "context_linear",
+        "linear (CV): random-init token": "random_linear",
+    }
+    rows = {"layer": [layer_label(k) for k in occ.keys]}
+    for title, name in columns.items():
+        if random_occ is not None or not name.startswith("random"):
+            rows[title] = [lab_ui.fmt(table[k][name]) for k in occ.keys]
+    majority = max(shown_labels.count(label) for label in set(shown_labels)) / occ.n
+    rows["chance (1-NN) / majority"] = [f"{lab_ui.fmt(table[k]['chance'])} / {majority:.3f}" for k in occ.keys]
     st.dataframe(rows, hide_index=True)
+    st.markdown(sense_verdict(table))
     st.caption(
         "**token**: the word's own vector in that layer (L0 = its spelling alone, the same in every sentence). "
         "**bag of context**: the mean of the *other* words' vectors of the sentence in the same layer: what "
@@ -126,7 +113,7 @@ def sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
                 hover,
                 f"“{occ.sentences[0][occ.positions[0]]}”: sense classifier scores",
                 "out-of-fold",
-                notes={k: f"CV accuracy {lab_ui.fmt(token[k]['linear_accuracy'])}" for k in occ.keys},
+                notes={k: f"CV accuracy {lab_ui.fmt(table[k]['token_linear'])}" for k in occ.keys},
             ),
             key="poly_supervised",
         )
@@ -143,8 +130,8 @@ notes = []
 if source == "Preset":
     choice = st.selectbox("Word", [BUILTIN] + [f"{w} (CoarseWSD-20)" for w in lab_ui.COARSEWSD_WORDS], key="preset")
     if choice == BUILTIN:
-        sentences = [s for s, _ in BANK_PRESET]
-        labels = [label for _, label in BANK_PRESET]
+        sentences = [s for s, _ in BANK_SENTENCES]
+        labels = [label for _, label in BANK_SENTENCES]
         target = "bank"
     else:
         word = choice.split()[0]
@@ -257,7 +244,7 @@ with lab_ui.friendly_errors("The polysemy view"):
     )
 
     if labelled:
-        sense_baselines(occ, spec, halves, hover, shown_labels)
+        show_sense_baselines(occ, spec, halves, hover, shown_labels)
 
     order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
     ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]

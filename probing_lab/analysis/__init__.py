@@ -25,6 +25,8 @@ from .polysemy import (
     locate,
     parse_lines,
     parse_marked,
+    sense_baselines,
+    sense_verdict,
 )
 from .projections import METHODS, project, umap_is_warm, warm_up_umap
 from .similarity import cka_matrix, corpus_geometry, linear_cka
@@ -54,6 +56,8 @@ __all__ = [
     "random_pair_cosine",
     "self_similarity",
     "sense_similarities",
+    "sense_baselines",
+    "sense_verdict",
     "separation",
     "silhouette_cosine",
     "supervised_2d",

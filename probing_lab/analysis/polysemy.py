@@ -23,6 +23,27 @@ from ..features.activations import embed_activations
 from ..text import tokenize
 from .geometry import random_pair_cosine, separation
 
+# Sixteen sentences of "bank", eight of the money sense and eight of the river: the Polysemy page's
+# preset, the Tour's verdict and `probing-lab demo` measure sense separation on them.
+BANK_SENTENCES = [
+    ("I paid the cheque into my account at the bank.", "money"),
+    ("The bank raised its interest rates again.", "money"),
+    ("She works as a teller at a small savings bank.", "money"),
+    ("The central bank printed more money.", "money"),
+    ("He asked the bank for a loan to buy a house.", "money"),
+    ("Thieves robbed the bank on Friday morning.", "money"),
+    ("The bank charges a fee for every transfer.", "money"),
+    ("Our bank closed its branch in the village.", "money"),
+    ("We had a picnic on the grassy bank of the river.", "river"),
+    ("The boat drifted towards the muddy bank.", "river"),
+    ("Fishermen lined the bank of the stream.", "river"),
+    ("Heavy rain made the river burst its bank.", "river"),
+    ("Reeds grew thickly along the bank of the canal.", "river"),
+    ("The children slid down the steep bank into the water.", "river"),
+    ("A heron stood still on the far bank.", "river"),
+    ("They pulled the canoe up on the bank.", "river"),
+]
+
 _MARKED = re.compile(r"^\[(\S+)\]$")
 
 
@@ -192,3 +213,42 @@ def labelled_positions(records) -> tuple[list[list[str]], list[Optional[int]], l
         positions.append(hit)
         senses.append(None if hit is None else str(record.tokens[hit].sense))
     return token_lists, positions, senses
+
+
+def sense_baselines(occ: Occurrences, random_occ: Optional[Occurrences] = None) -> dict:
+    """layer key -> how well the senses separate, by 1-NN (leave one out) and by a cross-validated
+    linear classifier, for the target's own vector (``token``), the mean of the sentence's other
+    words (``context``) and the same target in a random-init model (``random``, when given), with
+    the 1-NN chance rate. What the contextual vector adds is token against the other two."""
+    token, context = occ.separation(), occ.separation(context=True)
+    rand = random_occ.separation() if random_occ is not None else {}
+    out = {}
+    for k in occ.keys:
+        row = {"chance": token[k]["nn_chance"]}
+        for name, sep in (("token", token), ("context", context), ("random", rand)):
+            row[f"{name}_nn"] = sep[k]["nn_accuracy"] if k in sep else None
+            row[f"{name}_linear"] = sep[k]["linear_accuracy"] if k in sep else None
+        out[k] = row
+    return out
+
+
+def sense_verdict(baselines: dict, margin: float = 0.1) -> str:
+    """One sentence on the upper layers' 1-NN sense accuracy against chance, the random-init model
+    and the bag of context; a gap under ``margin`` (about one or two occurrences in sixteen) is
+    called no difference."""
+    upper = [k for k in ("1", "2") if k in baselines and baselines[k]["token_nn"] is not None]
+    if not upper:
+        return "No labelled senses to compare."
+    best = max(upper, key=lambda k: baselines[k]["token_nn"])
+    row = baselines[best]
+    parts = [f"chance {row['chance']:.2f}"]
+    beats = {"chance": row["token_nn"] - row["chance"] >= margin}
+    for name, key in (("the random-init model", "random_nn"), ("the bag of context", "context_nn")):
+        if row[key] is not None:
+            parts.append(f"{name} {row[key]:.2f}")
+            beats[name] = row["token_nn"] - row[key] >= margin
+    head = f"Best upper layer L{best}: nearest-neighbour sense accuracy {row['token_nn']:.2f} ({', '.join(parts)})"
+    if all(beats.values()):
+        return head + ": the word's own vector separates the senses beyond all three."
+    missed = [name for name, ok in beats.items() if not ok]
+    return head + f": no clear gain (under {margin:.2f}) over {' or '.join(missed)}."

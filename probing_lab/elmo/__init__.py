@@ -2,7 +2,7 @@
 
 from .bilm import BiLMOutput, ElmoBiLM
 from .chars import batch_to_ids, token_to_char_ids
-from .config import PRESETS, ElmoOptions, OptionsError, get_preset
+from .config import PRESETS, ElmoOptions, OptionsError, get_preset, preset_of
 from .embedder import Embedder
 from .modules import ScalarMix
 from .weights import (
@@ -25,6 +25,7 @@ __all__ = [
     "WeightsError",
     "batch_to_ids",
     "get_preset",
+    "preset_of",
     "load_checkpoint",
     "load_hdf5_model",
     "load_hdf5_weights",

@@ -17,7 +17,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .chars import MAX_CHARS, N_CHARACTERS
 
@@ -177,3 +177,8 @@ def get_preset(name: str) -> ElmoOptions:
     if name not in PRESETS:
         raise KeyError(f"unknown ELMo preset {name!r}; choose one of {sorted(PRESETS)}")
     return PRESETS[name]
+
+
+def preset_of(options: ElmoOptions) -> Optional[str]:
+    """The preset with exactly these options (the shape a random-init baseline must have), or None."""
+    return next((name for name, preset in PRESETS.items() if preset == options), None)
