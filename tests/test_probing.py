@@ -428,6 +428,9 @@ def test_word_sense_run_counts_single_sense_lemmas_and_backs_off_to_their_sense(
     assert metrics["baselines"]["majority"] == 39 / 40  # one sense for both "bank"s: one of 40 contexts wrong
     # L0 gives both "bank"s one vector, so it cannot do better than one sense for both
     assert metrics["layers"]["0"]["score"] == 39 / 40
+    # the bag of context (the other words' L0 vectors) tells "lent money" from "by the river"
+    assert metrics["layers"]["0"]["context_score"] == 1.0 and run.layers["0"].context_score == 1.0
+    assert [row["context_score"] for row in run.rows()] == [1.0, metrics["layers"]["1"]["context_score"]]
 
 
 def test_sense_centroids_by_hand():

@@ -251,7 +251,7 @@ def run_experiment(
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     for entry in layers.values():
-        for k in ("control_score", "selectivity", "mdl_bits"):
+        for k in ("control_score", "selectivity", "mdl_bits", "context_score"):
             entry.setdefault(k, None)
     metrics = {
         "task": exp.task,

@@ -15,7 +15,8 @@ def _series(run: ProbeRun):
     score = [run.layers[k].score for k in keys]
     control = [run.layers[k].control_score for k in keys]
     random = [run.random_init.get(k) for k in keys]
-    return labels, score, control, random
+    context = [run.layers[k].context_score for k in keys]
+    return labels, score, control, random, context
 
 
 def layer_curve_figure(runs: list[ProbeRun]):
@@ -23,7 +24,7 @@ def layer_curve_figure(runs: list[ProbeRun]):
 
     fig = go.Figure()
     for run in runs:
-        labels, score, control, random = _series(run)
+        labels, score, control, random, context = _series(run)
         name = run.model
         fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {run.task}"))
         if any(c is not None for c in control):
@@ -32,9 +33,17 @@ def layer_curve_figure(runs: list[ProbeRun]):
                     x=labels, y=control, mode="lines+markers", name=f"{name}: control task", line={"dash": "dot"}
                 )
             )
+        if any(c is not None for c in context):
+            fig.add_trace(
+                go.Scatter(
+                    x=labels, y=context, mode="lines+markers", name=f"{name}: bag of context", line={"dash": "longdash"}
+                )
+            )
         if any(r is not None for r in random):
             fig.add_trace(
-                go.Scatter(x=labels, y=random, mode="lines+markers", name="random-init model", line={"dash": "dash"})
+                go.Scatter(
+                    x=labels, y=random, mode="lines+markers", name=f"{name}: random-init model", line={"dash": "dash"}
+                )
             )
         if run.majority is not None:
             fig.add_hline(y=run.majority, line_dash="dashdot", annotation_text="majority per type")
@@ -57,8 +66,10 @@ def save_png(runs: list[ProbeRun], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for run in runs:
-        labels, score, control, random = _series(run)
+        labels, score, control, random, context = _series(run)
         ax.plot(labels, score, "o-", label=run.task)
+        if any(c is not None for c in context):
+            ax.plot(labels, [c if c is not None else float("nan") for c in context], "^-.", label="bag of context")
         if any(c is not None for c in control):
             ax.plot(labels, [c if c is not None else float("nan") for c in control], "o:", label="control task")
         if any(r is not None for r in random):

@@ -40,13 +40,15 @@ def _fmt(v) -> str:
 @dataclass(frozen=True)
 class LayerScore:
     """One probed layer: test score, the control task's score and selectivity (token tasks), MDL
-    codelength in bits (when asked for), and the test confusion matrix (token tasks)."""
+    codelength in bits (when asked for), the test confusion matrix (token tasks), and the same
+    task on the bag-of-context vectors (sense tasks: the mean of the sentence's other tokens)."""
 
     score: float
     control_score: Optional[float] = None
     selectivity: Optional[float] = None
     mdl_bits: Optional[float] = None
     confusion: Optional[list] = None
+    context_score: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class ProbeRun:
                 "control_score": entry.control_score,
                 "selectivity": entry.selectivity,
                 "mdl_bits": entry.mdl_bits,
+                "context_score": entry.context_score,
                 "random_init": self.random_init.get(key),
                 "majority": self.majority,
             }

@@ -18,21 +18,30 @@ from ..splits import Split
 TASKS = ("wsd_centroid", "wsd_linear")
 
 
-def _wsd_arrays(split: Split, key: str, backoff: Optional[dict] = None):
+def _wsd_arrays(split: Split, key: str, backoff: Optional[dict] = None, context: bool = False):
     """Vectors, lemmas and senses of the sense-annotated tokens; ``backoff`` collects a
-    per-lemma fallback sense the dataset provides (WordNet's first sense)."""
-    idx, lemmas, senses = [], [], []
+    per-lemma fallback sense the dataset provides (WordNet's first sense). ``context``: instead of
+    the target's vector, the mean of the other tokens' vectors of its sentence (the "bag of
+    context" baseline: what the topic words give without the word itself)."""
+    idx, lemmas, senses, others = [], [], [], []
     offset = 0
     for s in split.sentences:
         for j, t in enumerate(s.tokens):
             if t.sense is not None:
                 idx.append(offset + j)
+                others.append([offset + i for i in range(len(s.tokens)) if i != j])
                 lemmas.append(t.lemma or t.form.lower())
                 senses.append(t.sense)
                 if backoff is not None and t.extra.get("first_sense"):
                     backoff.setdefault(lemmas[-1], t.extra["first_sense"])
         offset += len(s.tokens)
-    X = split.layer(key)[np.array(idx, dtype=np.int64)] if idx else np.zeros((0, split.features.layers.shape[-1]))
+    if not idx:
+        return np.zeros((0, split.features.layers.shape[-1])), lemmas, senses
+    layer = split.layer(key)
+    if context:  # a one-word sentence has no context: a zero vector
+        X = np.stack([layer[np.array(r)].mean(axis=0) if r else np.zeros(layer.shape[1:], layer.dtype) for r in others])
+    else:
+        X = layer[np.array(idx, dtype=np.int64)]
     return X, lemmas, senses
 
 
@@ -53,15 +62,21 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     _wsd_arrays(splits["test"], "0", backoff=mfs)  # lemmas never seen in training: WordNet's first sense
     mfs.update({l: c.most_common(1)[0][0] for l, c in by_lemma.items()})
     _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
-    for key in exp.layer_keys:
-        X_tr, X_te = _wsd_arrays(splits["train"], key)[0], _wsd_arrays(splits["test"], key)[0]
+
+    def score(key: str, context: bool) -> float:
+        X_tr = _wsd_arrays(splits["train"], key, context=context)[0]
+        X_te = _wsd_arrays(splits["test"], key, context=context)[0]
         if exp.task == "wsd_centroid":
             pred = T.sense_centroid_predict(X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs)
         else:
             pred = _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, splits)
-        score = T.accuracy(pred, te_senses)  # every instance gets an answer: P = R = F1
-        results[key] = {"score": score}
-        report.layer_done(f"  layer {key}: F1 {score:.4f}")
+        return T.accuracy(pred, te_senses)  # every instance gets an answer: P = R = F1
+
+    for key in exp.layer_keys:
+        results[key] = {"score": score(key, False), "context_score": score(key, True)}
+        report.layer_done(
+            f"  layer {key}: F1 {results[key]['score']:.4f} (bag of context {results[key]['context_score']:.4f})"
+        )
     majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
     # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
     return results, {
