@@ -1,6 +1,6 @@
 """Issue 28: the commands as a hostile user drives them. Nothing is overwritten without --force,
 nothing is written outside its folder, no input is destroyed, and no wrong result comes with exit 0.
-One test per case of the issue (case 8, binary corpus input, is tested with the corpus sources);
+One test per case of the issue (the prose detector behind case 8 has its own tests in test_prose.py);
 each checks the clear error or the correct behaviour and that the input file or device is untouched."""
 
 from __future__ import annotations
@@ -210,6 +210,26 @@ def test_5_count_options_are_validated(capsys, argv, message):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_8_corpus_build_refuses_binary_input_and_skips_code_members(tmp_path, capsys):
+    import random
+    import zipfile
+
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(random.Random(0).randbytes(3000))
+    assert main(["corpus", "build", str(garbage), "--out", str(tmp_path / "out")]) != 0
+    assert "garbage.bin: binary data, not text" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and len(garbage.read_bytes()) == 3000
+    package = tmp_path / "pkg.zip"  # prose, C code and a pickle in one archive: only the prose is read
+    with zipfile.ZipFile(package, "w") as z:
+        z.writestr("pkg/story.txt", "The ferryman waited by the river until the water fell again. " * 10)
+        z.writestr("pkg/_inner.c", "static PyObject *__pyx_f(PyObject *self) { return NULL; }\n" * 20)
+        z.writestr("pkg/model", b"\x80\x04\x95" + random.Random(1).randbytes(500))
+    assert main(["corpus", "build", str(package), "--out", str(tmp_path / "out"), "--min-count", "1"]) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert {k: v["documents"] for k, v in stats["sources"]["pkg"]["dropped"].items()} == {"code-name": 1, "binary": 1}
+    assert stats["train"]["tokens"] + stats["heldout"]["tokens"] == 12  # one distinct sentence of 12 tokens
 
 
 @pytest.mark.parametrize("value", ["-3", "0", "two"])
