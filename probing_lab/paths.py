@@ -25,7 +25,7 @@ REPO_ROOT = _PACKAGE / "_resources" if INSTALLED else _PACKAGE.parent
 SHIPPED_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab"
 EARLY_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab-early"
 # the next model, still in training: a warm-start state (biLM, softmax and its vocab.txt) that loads as a model
-CANDIDATE_MODEL_DIR = REPO_ROOT / "data" / "warm-start" / "candidate-wide"
+CANDIDATE_MODEL_DIR = REPO_ROOT / "data" / "warm-start" / "campaign"
 PROBES_DIR = REPO_ROOT / "probes"
 AGREEMENT_PAIRS_FILE = REPO_ROOT / "data" / "agreement" / "subject_verb.jsonl"  # the LM's minimal pairs
 APP_DIR = REPO_ROOT / "app"

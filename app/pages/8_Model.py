@@ -18,7 +18,7 @@ SHIPPED = "Shipped model (data/models/elmo-lab)"
 EARLY = "Early snapshot (data/models/elmo-lab-early)"
 RANDOM = "Random init"
 RELEASED = "Released ELMo (options.json + weights.hdf5)"
-CANDIDATE = "Next model, in training (data/warm-start/candidate-wide)"
+CANDIDATE = "Next model, in training (data/warm-start/campaign)"
 CHECKPOINT = "Another checkpoint directory"
 
 lab_ui.page("Model")
