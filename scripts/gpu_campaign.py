@@ -11,9 +11,9 @@
    pilots, until the deadline; interrupted cleanly (a checkpoint), then exported as a warm-start
    state with its vocabulary.
 
-Everything that should come back goes to ``--out`` (the device's ``$OUT``): a summary JSON, each
-run's curves and metrics, the logs, and the 256-d state as ``base-state.tar.part-*`` (15 MiB
-pieces; ``cat base-state.tar.part-* | tar -x`` joins them).
+Everything that should come back goes to ``--out`` (the device's ``$OUT``, which returns at most 8
+files): ``summary.json``, ``runs.tgz`` (every run's log, curves and metrics) and the 256-d state as
+``base-state.tar.part-*`` (15 MiB pieces; ``cat base-state.tar.part-* | tar -x`` joins them).
 
     python3 scripts/gpu_campaign.py --corpus /tmp/clean --data-dir /tmp/data --out $OUT --seconds 470
 """
@@ -105,7 +105,7 @@ def last_metrics(run: Path) -> dict:
     return json.loads(lines[-1]) if lines else {}
 
 
-def smoke_test(corpus: Path, data_dir: Path, work: Path, out: Path, quick_eval: bool) -> dict:
+def smoke_test(corpus: Path, data_dir: Path, work: Path, quick_eval: bool) -> dict:
     import torch
 
     from probing_lab.training.checkpoint import load_lm
@@ -120,9 +120,9 @@ def smoke_test(corpus: Path, data_dir: Path, work: Path, out: Path, quick_eval: 
     results = {}
     for name, extra in (("whole", {}), ("halves", {"stop_after": 20})):
         spec = {**base, "config": config, "out": str(work / f"smoke-{name}"), **extra}
-        launch(spec, out / f"smoke-{name}.log").wait()
+        launch(spec, work / f"smoke-{name}.log").wait()
     spec = {**base, "config": config, "out": str(work / "smoke-halves"), "resume": True}
-    code = launch(spec, out / "smoke-resume.log").wait()
+    code = launch(spec, work / "smoke-resume.log").wait()
     whole, halves = load_lm(work / "smoke-whole")[0], load_lm(work / "smoke-halves")[0]
     diff = max((a - b).abs().max().item() for a, b in zip(whole.state_dict().values(), halves.state_dict().values()))
     metrics = [json.loads(x) for x in (work / "smoke-whole" / "metrics.jsonl").read_text().splitlines()]
@@ -169,7 +169,7 @@ def main() -> None:
 
     if not args.skip_smoke:
         try:
-            summary["smoke"] = smoke_test(args.corpus, args.data_dir, args.work, args.out, not args.no_quick_eval)
+            summary["smoke"] = smoke_test(args.corpus, args.data_dir, args.work, not args.no_quick_eval)
         except Exception as e:  # the rest still runs; the log says what broke
             summary["smoke"] = {"error": f"{type(e).__name__}: {e}"}
         print("smoke:", json.dumps(summary["smoke"]), flush=True)
@@ -195,7 +195,7 @@ def main() -> None:
             "data_dir": str(args.data_dir),
             "quick_eval": not args.no_quick_eval,
         }
-        procs[name] = launch(spec, args.out / f"{name}.log")
+        procs[name] = launch(spec, args.work / f"{name}.log")
     stop_at = deadline - 110  # time left to finish an evaluation under way, export and pack the 256-d state
     while any(p.poll() is None for p in procs.values()) and time.time() < stop_at:
         time.sleep(15)
@@ -235,6 +235,10 @@ def main() -> None:
         summary["base_state_bytes"] = len(data)
     except Exception as e:
         summary["base_state_error"] = f"{type(e).__name__}: {e}"
+    # the device returns at most 8 files: the logs, curves and metrics travel as one archive
+    with tarfile.open(args.out / "runs.tgz", "w:gz") as tar:
+        for path in sorted(args.work.glob("*.log")) + sorted(args.work.glob("*/*.jsonl")):
+            tar.add(path, arcname=str(path.relative_to(args.work)))
     summary["seconds"] = round(time.time() - start, 1)
     save()
     print("done in", summary["seconds"], "s", flush=True)
