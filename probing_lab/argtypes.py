@@ -28,3 +28,11 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {value}")
     return value
+
+
+def layer_list(text: str) -> list:
+    """``0,1,2,mix`` -> ``[0, 1, 2, "mix"]`` (the experiment file checks the names)."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"expected layers separated by commas, e.g. 0,1,2, got {text!r}")
+    return [int(item) if item.isdigit() else item for item in items]

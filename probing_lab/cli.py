@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from .analysis.commands import add_compare_command
-from .argtypes import positive_int
+from .argtypes import layer_list, positive_int
 from .download import DownloadError, add_download_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
@@ -157,6 +157,23 @@ def cmd_probe(args: argparse.Namespace) -> int:
         return _probe_snapshots(args)
     from .fileio import check_inside, check_name
 
+    if args.data:  # the quick form: one file, no experiment file
+        from .probing.own_data import quick_experiment
+
+        if args.experiments:
+            raise ValueError("--data takes no experiment files (the file and its options are the experiment)")
+        if not args.format:
+            raise ValueError("--data needs --format (conllu, tokens or wic)")
+        exp = quick_experiment(args.data, args.format, args.label, args.task, args.layers)
+        run = run_experiment(exp, model=args.model, out=args.out, progress=not args.quiet, log=log.info)
+        print(run.path)
+        return 0
+    quick = [f"--{k}" for k in ("format", "label", "task", "layers") if getattr(args, k) is not None]
+    if quick:
+        raise ValueError(f"{', '.join(quick)} go with --data FILE (an experiment file sets them itself)")
+    if not args.experiments:
+        raise ValueError("give experiment file(s), e.g. probes/pos_ewt.toml, or --data FILE --format FMT")
+
     for path in args.experiments:
         out = args.out
         if len(args.experiments) > 1 and args.out:  # one folder per experiment, named after its file
@@ -273,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_download_command(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
-    p.add_argument("experiments", nargs="+", help="experiment TOML file(s)")
+    p.add_argument("experiments", nargs="*", help="experiment TOML file(s)")
     p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
     p.add_argument("--out", help="run directory (a parent folder when several experiments are given)")
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
@@ -281,6 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--snapshots", metavar="RUN", help="run the experiment on every snapshot of this training run (emergence)"
     )
     p.add_argument("--quiet", action="store_true")
+    g = p.add_argument_group("your own file, without an experiment file (probe --data FILE --format FMT)")
+    g.add_argument("--data", metavar="FILE", help="a labelled file, split 80/10/10 by sentence (seed 0)")
+    g.add_argument("--format", choices=("conllu", "tokens", "wic"), help="the file's format")
+    g.add_argument("--label", help="conllu: upos (default), xpos, deprel, feats:NAME or misc:NAME")
+    g.add_argument("--task", help="default: token_label (conllu, tokens), wsd_centroid (wic)")
+    g.add_argument("--layers", type=layer_list, help="e.g. 0,1,2,mix (default: the task's)")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("app", help="start the Streamlit lab on 127.0.0.1")

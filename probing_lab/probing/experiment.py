@@ -5,7 +5,7 @@ Experiment file (see ``probes/*.toml``)::
     name = "pos_ewt"
     task = "upos"              # upos | xpos | deprel | const_depth | subject_number | dep_arc |
                                # structural_distance | structural_depth | wsd_centroid | wsd_linear
-    dataset = "ewt"            # a name known to probing_lab.datasets.load_dataset
+    dataset = "ewt"            # a name known to probing_lab.datasets.load_dataset, or a table (below)
     train = "train"            # splits (for WSD sets: e.g. "bank/train")
     dev = "dev"
     test = "test"
@@ -20,6 +20,25 @@ Experiment file (see ``probes/*.toml``)::
     negatives = 3              # dep_arc: sampled candidate heads per dependent besides the gold one
     [probe]                    # the probe family's settings: ProbeConfig (token tasks, dep_arc,
                                # wsd_linear) or StructuralProbeConfig (structural_*); none for wsd_centroid
+
+Your own files (``probing_lab.probing.own_data``, readers in ``probing_lab.datasets.files``)::
+
+    [dataset]
+    format = "conllu"          # conllu | tokens | wic (sentences and spans: not yet)
+    train = "data/train.conllu" # relative to the experiment file's folder, or absolute
+    dev = "data/dev.conllu"    # optional; a missing dev/test is carved from train (10% each, by
+    test = "data/test.conllu"  #   sentence, with the experiment's seed; the split goes to split.json)
+    label = "feats:Number"     # conllu only: upos (default) | xpos | deprel | feats:NAME | misc:NAME
+    max_tokens = 1000          # a longer sentence is refused with its line
+
+With a table, ``task`` defaults to ``token_label`` (conllu, tokens: the file's label, tokens without
+one skipped) or ``wsd_centroid`` (wic; ``wsd_linear`` too: the group is the lemma); a conllu file
+also runs ``upos``, ``xpos``, ``deprel``, ``dep_arc`` and the structural probes; ``name`` defaults to
+the train file's stem; the top-level ``train``/``dev``/``test`` keys are not used. The run directory
+records each file's path, size and SHA-256 (``metrics.json`` ``files``), the split (``split.json``:
+the first line of each role's sentences) and the test labels never seen in training
+(``unseen_test_labels``: counted, scored as wrong). ``probing-lab probe --data FILE --format FMT``
+is the same without an experiment file.
 
 ``run_experiment(path_or_dict, model=None, out=None)`` runs it and returns a ``ProbeRun``; the CLI is
 ``probing-lab probe probes/NAME.toml [--model M] [--out DIR]``.
@@ -38,6 +57,16 @@ from typing import Callable, Optional
 from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
 from ..fileio import OutputError, check_inside, check_name, read_utf8
+from .own_data import (
+    DEFAULT_TASK,
+    FileDataset,
+    check_dataset_table,
+    default_name,
+    describe,
+    load_file_dataset,
+    unseen_labels,
+    write_split,
+)
 from .probes import ProbeConfig
 from .runs import ProbeRun, write_run
 from .splits import load_splits
@@ -52,7 +81,7 @@ class ExperimentError(ValueError):
 class Experiment:
     name: str
     task: str
-    dataset: str
+    dataset: str | dict  # a registry name, or the checked [dataset] table of own files (own_data)
     train: str = "train"
     dev: str = "dev"
     test: str = "test"
@@ -71,7 +100,11 @@ class Experiment:
     source: Optional[str] = None
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "experiment") -> "Experiment":
+    def from_dict(cls, data: dict, where: str = "experiment", base_dir: Optional[Path] = None) -> "Experiment":
+        """``base_dir``: the folder relative paths of a ``[dataset]`` table start from (the experiment
+        file's; default the working directory)."""
+        if isinstance(data.get("dataset"), dict):
+            data = _with_file_dataset(data, where, base_dir)
         known = {f for f in cls.__dataclass_fields__ if f != "source"}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -119,6 +152,8 @@ class Experiment:
             if not isinstance(getattr(exp, name), bool):
                 raise ExperimentError(f"{where}: {name} must be true or false, got {getattr(exp, name)!r}")
         for name in ("name", "task", "dataset"):
+            if name == "dataset" and isinstance(exp.dataset, dict):
+                continue
             if not isinstance(getattr(exp, name), str) or not getattr(exp, name):
                 raise ExperimentError(f"{where}: {name} must be a non-empty string, got {getattr(exp, name)!r}")
         try:  # the name becomes the run directory's name: nothing that leads outside runs/probes/
@@ -143,7 +178,7 @@ class Experiment:
             data = tomllib.loads(read_utf8(path))
         except tomllib.TOMLDecodeError as e:
             raise ExperimentError(f"{path}: not valid TOML ({e})") from None
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(data, str(path), base_dir=path.resolve().parent)
 
     def probe_config(self, **override) -> ProbeConfig | StructuralProbeConfig | None:
         """The typed ``[probe]`` settings of this task's probe family (None: the nearest-centroid
@@ -159,6 +194,22 @@ class Experiment:
     @property
     def layer_keys(self) -> list[str]:
         return [str(l) for l in self.layers]
+
+
+def _with_file_dataset(data: dict, where: str, base_dir: Optional[Path]) -> dict:
+    """``data`` with its ``[dataset]`` table checked, ``task`` and ``name`` defaulted from it."""
+    stray = sorted(k for k in ("train", "dev", "test", "train_dataset", "dev_dataset", "test_dataset") if k in data)
+    if stray:
+        raise ExperimentError(f"{where}: {stray} belong inside the [dataset] table (file paths) when it is a table")
+    table = data["dataset"]
+    try:
+        checked = check_dataset_table(table, data.get("task"), where, base_dir)
+    except ValueError as e:
+        raise ExperimentError(str(e)) from None
+    data = {**data, "dataset": checked}
+    data.setdefault("task", DEFAULT_TASK[checked["format"]])
+    data.setdefault("name", default_name(checked["train"]))
+    return data
 
 
 # --- features per split ----------------------------------------------------------------------
@@ -184,7 +235,7 @@ class RunProgress:
 # --- running --------------------------------------------------------------------------------------
 
 
-def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report) -> tuple[dict, dict]:
+def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, files=None):
     from .runners import RUNNERS
 
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
@@ -192,8 +243,18 @@ def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_contr
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
-    splits = load_splits(exp, encoder, data_dir, cache_dir, progress)
+    splits = load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
     return RUNNERS[exp.task](exp, splits, with_controls, report)
+
+
+def _file_metrics(exp: Experiment, files: FileDataset) -> dict:
+    sentences = dict(files.sentences)
+    if exp.max_train_sentences:
+        sentences["train"] = sentences["train"][: exp.max_train_sentences]
+    split = {k: v for k, v in files.split.items() if k != "first_lines"}
+    split["sentences"] = {role: len(v) for role, v in files.split["first_lines"].items()}
+    split["file"] = "split.json"
+    return {"files": files.files, "split": split, "unseen_test_labels": unseen_labels(exp.task, sentences)}
 
 
 def run_experiment(
@@ -229,16 +290,20 @@ def run_experiment(
             check_name(exp.name, "name")
         except OutputError as e:
             raise ExperimentError(f"{exp.source or 'experiment'}: {e}") from None
+    files = None
+    if isinstance(exp.dataset, dict):  # the user's files: read and checked before the model loads
+        files = load_file_dataset(exp)
     try:
         loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
     except (FileNotFoundError, ValueError) as e:
         raise ExperimentError(f"model {model!r}: {e}") from None
     data_dir, _ = resolve_data_dir(data_dir)
     start = time.perf_counter()
-    log(f"{exp.name}: task {exp.task} on {exp.dataset} with {loaded.name}")
+    dataset = exp.dataset if files is None else describe(exp.dataset)
+    log(f"{exp.name}: task {exp.task} on {dataset} with {loaded.name}")
     encoder = ElmoEncoder(loaded.model, loaded.name)
     report = RunProgress(log, on_progress, len(exp.layer_keys) * (2 if exp.random_init else 1))
-    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report)
+    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, files)
     baselines = {"majority": extra.pop("majority")}
     if exp.random_init:
         log("  random-init model of the same shape:")
@@ -247,7 +312,7 @@ def run_experiment(
         random_model = ElmoBiLM(loaded.model.options)
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
         random_layers, _ = _run_one(
-            exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, report
+            exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, report, files
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     for entry in layers.values():
@@ -256,18 +321,21 @@ def run_experiment(
     metrics = {
         "task": exp.task,
         "experiment": exp.name,
-        "dataset": exp.dataset,
+        "dataset": dataset,
         "model": loaded.name,
-        "splits": {"train": exp.train, "dev": exp.dev, "test": exp.test},
+        "splits": {"train": exp.train, "dev": exp.dev, "test": exp.test} if files is None else files.splits,
         "seed": exp.seed,
         "layers": layers,
         "baselines": baselines,
         **extra,
+        **(_file_metrics(exp, files) if files else {}),
         "seconds": round(time.perf_counter() - start, 1),
     }
     root = Path("runs") / "probes"  # a run named after the experiment stays under it (check_name, check_inside)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) if out else check_inside(root / f"{check_name(exp.name)}-{stamp}", root)
     run = write_run(run_dir, exp, metrics)
+    if files is not None:
+        write_split(run_dir / "split.json", files)
     log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")
     return run

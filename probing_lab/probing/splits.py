@@ -26,15 +26,20 @@ class Split:
         return self.features.layer(key)
 
 
-def load_splits(exp, encoder, data_dir, cache_dir, progress: bool) -> dict[str, Split]:
+def load_splits(exp, encoder, data_dir, cache_dir, progress: bool, sentences: dict | None = None) -> dict[str, Split]:
+    """Each role's sentences (from the registry, or ``sentences[role]`` already read from the
+    user's files) with their features from ``encoder``."""
     from ..datasets import load_dataset
 
     out = {}
     for role in ("train", "dev", "test"):
-        dataset = getattr(exp, f"{role}_dataset") or exp.dataset
-        sentences = [s for s in load_dataset(dataset, getattr(exp, role) or None, data_dir) if s.tokens]
+        if sentences is not None:
+            chosen = [s for s in sentences[role] if s.tokens]
+        else:
+            dataset = getattr(exp, f"{role}_dataset") or exp.dataset
+            chosen = [s for s in load_dataset(dataset, getattr(exp, role) or None, data_dir) if s.tokens]
         if role == "train" and exp.max_train_sentences:
-            sentences = sentences[: exp.max_train_sentences]
-        feats = extract_features(encoder, [s.words for s in sentences], cache_dir=cache_dir, progress=progress)
-        out[role] = Split(sentences, feats)
+            chosen = chosen[: exp.max_train_sentences]
+        feats = extract_features(encoder, [s.words for s in chosen], cache_dir=cache_dir, progress=progress)
+        out[role] = Split(chosen, feats)
     return out

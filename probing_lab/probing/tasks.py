@@ -1,7 +1,7 @@
 """Label makers and the controls that make a probe's score mean something.
 
 Token tasks turn sentences into one label per token (``upos``, ``xpos``, ``deprel``,
-``const_depth``). Controls:
+``const_depth``; ``token_label``: the label column of the user's own file, ``Token.extra["token_label"]``). Controls:
 
 * :func:`control_labels` (Hewitt & Liang 2019): every word type gets one fixed random label,
   drawn from the task's label distribution on the training set, the same for a given seed
@@ -23,8 +23,9 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth", "subject_number")
-SPARSE_TASKS = ("subject_number",)  # only some tokens are labelled (the verb); the others are skipped
+TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth", "subject_number", "token_label")
+# only some tokens are labelled (the verb; a file's tokens labelled "_" or without the feature); the others are skipped
+SPARSE_TASKS = ("subject_number", "token_label")
 
 
 def token_labels(sentences, task: str) -> list[Optional[str]]:

@@ -1,0 +1,246 @@
+"""Files as datasets: the ``[dataset]`` table of an experiment, its split, and the checks that keep
+a probe on the user's own file from giving a silently wrong score.
+
+``check_dataset_table`` validates the table (paths resolved against the experiment file's folder);
+``load_file_dataset`` reads the files once (``probing_lab.datasets.files``), splits a file without
+dev/test 80/10/10 by sentence with the experiment's seed, refuses what cannot be probed (no
+labels, one label, HEADs that are not a tree for a structural task) and returns the sentences per
+role with what the run directory records: each file's path, size and SHA-256, and the split.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..datasets.conllu import check_label
+from ..datasets.files import FORMATS, MAX_TOKENS, READABLE, file_record, read_labelled_file
+from ..datasets.records import DatasetFormatError
+from . import tasks as T
+
+ROLES = ("train", "dev", "test")
+TABLE_KEYS = ("format", "train", "dev", "test", "label", "max_tokens")
+DEFAULT_TASK = {"conllu": "token_label", "tokens": "token_label", "wic": "wsd_centroid"}
+STRUCTURAL = ("structural_distance", "structural_depth")
+FORMAT_TASKS = {
+    "conllu": ("token_label", "upos", "xpos", "deprel", "dep_arc", *STRUCTURAL),
+    "tokens": ("token_label",),
+    "wic": ("wsd_centroid", "wsd_linear"),
+}
+
+
+def check_dataset_table(table: dict, task: Optional[str], where: str, base_dir: Optional[Path]) -> dict:
+    """The ``[dataset]`` table, checked, with its paths made absolute (relative ones are taken from
+    ``base_dir``, the experiment file's folder, else the working directory) and ``task`` defaulted
+    from the format. Raises ValueError naming the key."""
+    unknown = sorted(set(table) - set(TABLE_KEYS))
+    if unknown:
+        raise ValueError(f"{where} [dataset]: unknown key(s) {unknown}; known keys: {list(TABLE_KEYS)}")
+    fmt = table.get("format")
+    if fmt not in FORMATS:
+        raise ValueError(f"{where} [dataset]: format must be one of {list(FORMATS)}, got {fmt!r}")
+    if fmt not in READABLE:
+        raise ValueError(f"{where} [dataset]: format {fmt!r} is not probed yet; choose one of {list(READABLE)}")
+    out = {"format": fmt}
+    for role in ROLES:
+        value = table.get(role)
+        if value is None and role != "train":
+            continue
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{where} [dataset]: {role} must be a file path (a string), got {value!r}")
+        path = Path(value).expanduser()
+        out[role] = str(path if path.is_absolute() else (base_dir or Path.cwd()) / path)
+    label = table.get("label")
+    if label is not None:
+        if fmt != "conllu":
+            raise ValueError(f"{where} [dataset]: label is for conllu files only ({fmt} files have one label column)")
+        if not isinstance(label, str):
+            raise ValueError(f"{where} [dataset]: label must be a string, got {label!r}")
+        try:
+            check_label(label)
+        except ValueError as e:
+            raise ValueError(f"{where} [dataset]: {e}") from None
+        out["label"] = label
+    elif fmt == "conllu":
+        out["label"] = "upos"
+    max_tokens = table.get("max_tokens", MAX_TOKENS)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise ValueError(f"{where} [dataset]: max_tokens must be an integer >= 1, got {max_tokens!r}")
+    out["max_tokens"] = max_tokens
+    if task is not None and task not in FORMAT_TASKS[fmt]:
+        choices = list(FORMAT_TASKS[fmt])
+        raise ValueError(f"{where}: task {task!r} does not run on a {fmt} file; choose one of {choices}")
+    return out
+
+
+def describe(table: dict) -> str:
+    """What ``metrics.json`` calls a file dataset: ``"<format> file <train file name>"``."""
+    return f"{table['format']} file {Path(table['train']).name}"
+
+
+@dataclass
+class FileDataset:
+    sentences: dict  # role -> list[Sentence]
+    files: list  # {"role", "path", "bytes", "sha256"} per file
+    split: dict  # how each role was made: {"how", "seed", role: [first line of each sentence]}
+
+    @property
+    def splits(self) -> dict:
+        """metrics.json's ``splits``: each role's file, and its share when carved from the train file."""
+        return {role: self.split["how"][role] for role in ROLES}
+
+
+def _carve(n: int, missing: list[str], seed: int, path: str) -> dict[str, np.ndarray]:
+    """Sentence indices per role: train keeps the rest after 10% per missing role (file order kept)."""
+    need = 1 + len(missing)
+    if n < need:
+        raise DatasetFormatError(
+            f"{path}: {n} sentence(s); splitting it into train/{'/'.join(missing)} needs at least {need}"
+        )
+    order = np.random.default_rng(seed).permutation(n)
+    out, taken = {}, 0
+    for role in missing:
+        size = max(1, round(n * 0.1))
+        out[role] = np.sort(order[taken : taken + size])
+        taken += size
+    out["train"] = np.sort(order[taken:])
+    return out
+
+
+def load_file_dataset(exp) -> FileDataset:
+    """Read, split and check an experiment's file dataset (``exp.dataset`` is a checked table)."""
+    table = exp.dataset
+    fmt, label, max_tokens = table["format"], table.get("label"), table["max_tokens"]
+    read = {role: read_labelled_file(table[role], fmt, label, max_tokens) for role in ROLES if role in table}
+    files = [{"role": role, **file_record(table[role])} for role in read]
+    _check_labels(exp.task, read["train"][0], table["train"])
+    missing = [role for role in ("dev", "test") if role not in read]
+    sentences, how, lines = {}, {}, {}
+    if missing:
+        train, train_lines = read.pop("train")
+        parts = _carve(len(train), missing, exp.seed, table["train"])
+        share = {"train": 100 - 10 * len(missing), "dev": 10, "test": 10}
+        for role, idx in parts.items():
+            read[role] = ([train[i] for i in idx], [train_lines[i] for i in idx])
+            how[role] = f"{Path(table['train']).name}: {share[role]}% by seed {exp.seed}"
+    for role in ROLES:
+        sentences[role], lines[role] = read[role]
+        if role not in how:
+            how[role] = Path(table[role]).name
+        if exp.task in STRUCTURAL:
+            _check_trees(sentences[role], lines[role], table.get(role, table["train"]))
+    if missing:
+        _check_labels(exp.task, sentences["train"], f"the training part of {table['train']}")
+    split = {"how": {role: how[role] for role in ROLES}, "seed": exp.seed}
+    split["carved_from"] = table["train"] if missing else None
+    split["first_lines"] = lines
+    return FileDataset(sentences, files, split)
+
+
+def _labels(task: str, sentences) -> list:
+    """The labels a task probes (None for unlabelled tokens); senses as (group, sense) for WSD."""
+    if task.startswith("wsd_"):
+        return [(t.lemma, t.sense) for s in sentences for t in s.tokens if t.sense is not None]
+    if task in T.TOKEN_TASKS:
+        return T.token_labels(sentences, task)
+    return []  # dep_arc, structural: heads, checked elsewhere
+
+
+def _check_labels(task: str, sentences, where: str) -> None:
+    labels = [label for label in _labels(task, sentences) if label is not None]
+    if task not in T.TOKEN_TASKS and not task.startswith("wsd_"):
+        return
+    if not labels:
+        raise DatasetFormatError(f"{where}: no labelled token (every label is '_'): nothing to probe")
+    if task.startswith("wsd_"):
+        senses = Counter(label for _, label in labels)
+        groups = {g for g, _ in labels}
+        if len(senses) < 2 or all(len({s for g2, s in labels if g2 == g}) < 2 for g in groups):
+            raise DatasetFormatError(
+                f"{where}: every group has one label ({sorted(senses)[:5]}): nothing to disambiguate; "
+                "a wic file needs groups with at least two labels"
+            )
+        return
+    counts = Counter(labels)
+    if len(counts) < 2:
+        raise DatasetFormatError(
+            f"{where}: every labelled token has the label {next(iter(counts))!r}: nothing to probe "
+            "(a probe needs at least two labels)"
+        )
+
+
+def tree_problem(heads: list) -> Optional[str]:
+    """Why 1-based ``heads`` (0 = root) are not one tree, or None."""
+    if any(h is None for h in heads):
+        return "tokens without HEAD"
+    roots = [i + 1 for i, h in enumerate(heads) if h == 0]
+    if len(roots) != 1:
+        return f"{len(roots)} roots (tokens {roots[:10]}), a tree has one"
+    reaches_root = {0}
+    for start in range(1, len(heads) + 1):
+        path, seen, node = [], set(), start
+        while node not in reaches_root:
+            if node in seen:
+                cycle = path[path.index(node) :] + [node]
+                return f"HEAD forms a cycle ({' -> '.join(map(str, cycle))})"
+            seen.add(node)
+            path.append(node)
+            node = heads[node - 1]
+        reaches_root.update(path)
+    return None
+
+
+def _check_trees(sentences, lines, path: str) -> None:
+    for sentence, line in zip(sentences, lines):
+        problem = tree_problem([t.head for t in sentence.tokens])
+        if problem:
+            raise DatasetFormatError(
+                f"{path}:{line}: sentence {sentence.id}: {problem}; the structural probes need a dependency tree"
+            )
+
+
+def unseen_labels(task: str, sentences: dict) -> Optional[dict]:
+    """Test labels never seen in training (scored as wrong): their count, the test total and the
+    most frequent ones. WSD counts a (group, label) pair the group never had in training."""
+    if task not in T.TOKEN_TASKS and not task.startswith("wsd_"):
+        return None
+    train = {label for label in _labels(task, sentences["train"]) if label is not None}
+    test = [label for label in _labels(task, sentences["test"]) if label is not None]
+    unseen = Counter(label for label in test if label not in train)
+    shown = {("/".join(k) if isinstance(k, tuple) else k): v for k, v in unseen.most_common(20)}
+    return {"count": sum(unseen.values()), "of": len(test), "labels": shown}
+
+
+def default_name(path: str) -> str:
+    """A run name from a file's stem: letters, digits, ``-``, ``_`` and ``.`` (the others become ``_``)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(path).stem).strip(".")
+    return name or "own_data"
+
+
+def quick_experiment(
+    path: str, fmt: str, label: Optional[str] = None, task: Optional[str] = None, layers: Optional[list] = None
+) -> dict:
+    """The experiment ``probing-lab probe --data FILE --format FMT ...`` runs (a dict for ``from_dict``)."""
+    data: dict = {"dataset": {"format": fmt, "train": path}}
+    if label is not None:
+        data["dataset"]["label"] = label
+    if task is not None:
+        data["task"] = task
+    if layers is not None:
+        data["layers"] = layers
+    return data
+
+
+def write_split(path: Path, files: FileDataset) -> None:
+    """``split.json``: how each role was made and the first line of each of its sentences."""
+    import json
+
+    from ..fileio import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(files.split) + "\n", encoding="utf-8")
