@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,7 @@ def test_a_wic_file_runs_both_sense_probes(tmp_path, tiny, task):
     assert run.metrics["lemmas"] == 2 and run.metrics["instances"]["test"] == 8  # 10% of 80 lines
     assert run.majority is not None and all(0 <= e.score <= 1 for e in run.layers.values())
     assert sum(run.metrics["split"]["sentences"].values()) == 80
+    assert run.metrics["unseen_test_labels"] == {"count": 0, "of": 8, "labels": {}}
 
 
 @pytest.mark.parametrize("fmt", ["tokens", "conllu", "wic"])
@@ -308,6 +310,23 @@ def test_structural_probes_refuse_a_conllu_with_a_cycle_in_head_naming_the_sente
     for task in ("structural_distance", "structural_depth"):
         _refused(tmp_path, tiny, {"name": "t", "task": task, "dataset": dataset, **FAST}, match)
     assert _run({"name": "t", "dataset": dataset, "layers": [0], **FAST}, tiny, tmp_path).task == "token_label"
+    from probing_lab.datasets.records import Sentence, Token
+    from probing_lab.probing.structural import _targets
+
+    loop = Sentence([Token("a", head=2), Token("b", head=1), Token("c", head=0)], "s7", "some/treebank")
+    with pytest.raises(ValueError, match="some/treebank sentence s7: heads .* do not form one tree"):
+        _targets("distance", loop)  # a registry dataset's cyclic sentence is named too
+
+
+def test_dep_arc_refuses_a_conllu_without_heads(tmp_path, tiny):
+    path = tmp_path / "noheads.conllu"  # every HEAD "_"
+    lines = conllu_file(tmp_path / "x.conllu", 10).read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text(
+        "".join(re.sub(r"^((?:[^\t]*\t){6})[^\t]*", r"\1_", line) if line[:1].isdigit() else line for line in lines),
+        encoding="utf-8",
+    )
+    exp = {"name": "arcs", "task": "dep_arc", "dataset": {"format": "conllu", "train": str(path)}, **FAST}
+    _refused(tmp_path, tiny, exp, r"noheads\.conllu: no token with a HEAD .* dep_arc has nothing to probe")
 
 
 def test_dataset_table_errors_name_the_key(tmp_path):

@@ -136,6 +136,13 @@ def load_file_dataset(exp) -> FileDataset:
             _check_trees(sentences[role], lines[role], table.get(role, table["train"]))
     if missing:
         _check_labels(exp.task, sentences["train"], f"the training part of {table['train']}")
+    if exp.task == "dep_arc":
+        for role in ROLES:
+            if not any(t.head for s in sentences[role] for t in s.tokens if len(s.tokens) > 2):
+                where = table[role] if role in table else f"the {role} part of {table['train']}"
+                raise DatasetFormatError(
+                    f"{where}: no token with a HEAD in a sentence of 3 or more tokens: dep_arc has nothing to probe"
+                )
     split = {"how": {role: how[role] for role in ROLES}, "seed": exp.seed}
     split["carved_from"] = table["train"] if missing else None
     split["first_lines"] = lines

@@ -34,7 +34,10 @@ def _targets(kind: str, sentence) -> np.ndarray:
             f"{sentence.source} sentence {sentence.id}: tokens without heads; "
             "the structural probe needs a dependency tree"
         )
-    return T.tree_distances(heads) if kind == "distance" else T.tree_depths(heads)
+    try:
+        return T.tree_distances(heads) if kind == "distance" else T.tree_depths(heads)
+    except ValueError as e:  # a cycle, two roots: name the sentence
+        raise ValueError(f"{sentence.source} sentence {sentence.id}: {e}; the structural probe needs a tree") from None
 
 
 class _Structural(torch.nn.Module):
