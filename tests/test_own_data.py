@@ -14,7 +14,7 @@ import torch
 from conftest import TINY_MODEL
 
 from probing_lab.cli import main
-from probing_lab.datasets.files import iter_labelled_file, read_labelled_file
+from probing_lab.datasets.files import iter_labelled_file, iter_sentence_file, read_labelled_file, read_span_file
 from probing_lab.datasets.records import DatasetFormatError
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
 from probing_lab.probing.experiment import Experiment, ExperimentError, run_experiment
@@ -363,3 +363,59 @@ def test_the_quick_form_reports_bad_input_without_a_traceback(tmp_path, tiny, ca
     assert "--format go with --data FILE" in capsys.readouterr().err
     assert main(["probe", "--data", str(tmp_path / "missing.wic"), "--format", "wic"]) == 2
     assert "missing.wic: no such wic file" in capsys.readouterr().err
+
+
+# --- readers without a task yet: sentences and spans ---------------------------------------------
+
+
+def test_sentences_reader_and_its_errors(tmp_path):
+    path = tmp_path / "s.sentences"
+    path.write_text("# sentence\tlabel\nthe cats sleep\tplural\n\nthe cat sleeps\tsingular\n", encoding="utf-8")
+    got = list(iter_sentence_file(path))
+    assert [(line, s.words, label) for line, s, label in got] == [
+        (2, ["the", "cats", "sleep"], "plural"),
+        (4, ["the", "cat", "sleeps"], "singular"),
+    ]
+    for text, match in [
+        ("the cats sleep plural\n", r"s\.sentences:1: expected sentence<TAB>label .*got 1 \(spaces where the tab"),
+        ("the cats\tsleep\tplural\n", r"s\.sentences:1: expected sentence<TAB>label .*got 3"),
+        ("\tplural\n", r"s\.sentences:1: expected a sentence in the first column"),
+        ("the cats sleep\tvery plural\n", r"s\.sentences:1: expected a label without spaces"),
+    ]:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(DatasetFormatError, match=match):
+            list(iter_sentence_file(path))
+
+
+def test_spans_reader_embeds_each_sentence_once_and_refuses_spans_outside_it(tmp_path):
+    path = tmp_path / "e.jsonl"
+    rows = [
+        {"tokens": ["John", "met", "Mary", "in", "Paris"], "span1": [0, 1], "label": "PER"},
+        {"tokens": ["John", "met", "Mary", "in", "Paris"], "span1": [4, 5], "label": "LOC", "info": {"x": 1}},
+        {"tokens": ["She", "left"], "span1": [0, 1], "span2": [1, 2], "label": "nsubj"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    sentences, examples = read_span_file(path)
+    assert [s.words for s in sentences] == [rows[0]["tokens"], rows[2]["tokens"]]  # the shared sentence once
+    assert [(e.sentence, e.span1, e.span2, e.label, e.line) for e in examples] == [
+        (0, (0, 1), None, "PER", 1),
+        (0, (4, 5), None, "LOC", 2),
+        (1, (0, 1), (1, 2), "nsubj", 3),
+    ]
+    for row, match in [
+        ({"tokens": ["a", "b"], "span1": [1, 3], "label": "X"}, r"span1 \[1, 3\] is outside its sentence of 2 tokens"),
+        ({"tokens": ["a", "b"], "span1": [1, 1], "label": "X"}, r"span1 \[1, 1\] is outside"),
+        ({"tokens": ["a", "b"], "span1": [0, 1], "span2": [-1, 1], "label": "X"}, r"span2 \[-1, 1\] is outside"),
+        ({"tokens": ["a", "b"], "span1": "0-1", "label": "X"}, r"expected span1 as \[start, end\]"),
+        ({"tokens": ["a", "b"], "span1": [0, 1]}, r"expected an object with tokens, span1 and label"),
+        ({"tokens": [], "span1": [0, 1], "label": "X"}, r"expected tokens as a non-empty list"),
+    ]:
+        path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+        with pytest.raises(DatasetFormatError, match=r"e\.jsonl:1: .*" + match):
+            read_span_file(path)
+    path.write_text('{"tokens": ["a"], "span1": [0, 1], "label": "X"}\n{"tokens": [\n', encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match=r"e\.jsonl:2: expected one JSON object per line"):
+        read_span_file(path)
+    path.write_text("# nothing\n", encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match=r"e\.jsonl: no examples"):
+        read_span_file(path)

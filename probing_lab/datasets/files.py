@@ -17,6 +17,14 @@ Formats and where the label goes:
   whitespace, ``index`` the 0-based target position. The target token gets ``sense = label`` and
   ``lemma = group`` (default: the target lowercased), which is what the WSD tasks read.
 
+Readers without a probe yet (the sentence and span tasks will use them):
+
+* ``sentences``: ``sentence<TAB>label`` per line, the sentence split on whitespace;
+  :func:`iter_sentence_file` yields ``(line, Sentence, label)``.
+* ``spans``: JSON Lines, ``{"tokens": [...], "span1": [start, end], "span2": [start, end],
+  "label": "..."}`` (end exclusive, ``span2`` optional, other keys ignored); :func:`read_span_file`
+  returns the distinct sentences (each once) and the :class:`SpanExample` list pointing into them.
+
 A sentence longer than ``max_tokens`` (default :data:`MAX_TOKENS`) is refused with its line: in
 practice it is a ``tokens`` file whose blank lines are missing, and it would not fit a probe's batch.
 """
@@ -24,8 +32,10 @@ practice it is a ``tokens`` file whose blank lines are missing, and it would not
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .conllu import iter_conllu
 from .records import DatasetFormatError, Sentence, Token
@@ -172,3 +182,93 @@ def read_labelled_file(
     if not sentences:
         raise DatasetFormatError(f"{path}: no sentences (the file is empty, or holds only comments and blank lines)")
     return sentences, lines
+
+
+def iter_sentence_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[int, Sentence, str]]:
+    """``(line, Sentence, label)`` per ``sentence<TAB>label`` line of a ``sentences`` file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such sentences file")
+    for lineno, line in enumerate(_lines(path), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2:
+            hint = " (spaces where the tab belongs?)" if len(cols) == 1 else ""
+            raise DatasetFormatError(
+                f"{path}:{lineno}: expected sentence<TAB>label (2 tab-separated columns), got {len(cols)}{hint}: "
+                f"{line[:80]!r}"
+            )
+        words = cols[0].split()
+        if not words:
+            raise DatasetFormatError(f"{path}:{lineno}: expected a sentence in the first column, got nothing")
+        if len(words) > max_tokens:
+            raise _too_long(path, lineno, lineno, max_tokens)
+        label = _field(path, lineno, "label", cols[1])
+        yield lineno, Sentence([Token(form=w) for w in words], f"{path.name}:{lineno}", path.name), label
+
+
+@dataclass(frozen=True)
+class SpanExample:
+    """One line of a ``spans`` file: its sentence (an index into the distinct sentences), one or two
+    spans ``(start, end)`` (end exclusive, 0-based token positions) and the label."""
+
+    sentence: int
+    span1: tuple[int, int]
+    span2: Optional[tuple[int, int]]
+    label: str
+    line: int
+
+
+def _span(path: Path, lineno: int, key: str, value, n: int) -> tuple[int, int]:
+    ok = isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
+    if not ok:
+        raise DatasetFormatError(f"{path}:{lineno}: expected {key} as [start, end] (two integers), got {value!r}")
+    start, end = value
+    if not 0 <= start < end <= n:
+        raise DatasetFormatError(
+            f"{path}:{lineno}: {key} [{start}, {end}] is outside its sentence of {n} tokens "
+            f"(expected 0 <= start < end <= {n}; end is exclusive)"
+        )
+    return start, end
+
+
+def read_span_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> tuple[list[Sentence], list[SpanExample]]:
+    """The distinct sentences of a ``spans`` file (first line each) and its examples, in file order."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such spans file")
+    sentences: list[Sentence] = []
+    index: dict[tuple, int] = {}
+    examples: list[SpanExample] = []
+    for lineno, line in enumerate(_lines(path), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetFormatError(f"{path}:{lineno}: expected one JSON object per line ({e.msg})") from None
+        if not isinstance(item, dict) or not {"tokens", "span1", "label"} <= set(item):
+            raise DatasetFormatError(
+                f"{path}:{lineno}: expected an object with tokens, span1 and label (span2 optional), got {line[:80]!r}"
+            )
+        words = item["tokens"]
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+            raise DatasetFormatError(f"{path}:{lineno}: expected tokens as a non-empty list of strings")
+        for w in words:
+            _field(path, lineno, "token", w)
+        if len(words) > max_tokens:
+            raise _too_long(path, lineno, lineno, max_tokens)
+        label = item["label"]
+        if not isinstance(label, str) or not label.strip():
+            raise DatasetFormatError(f"{path}:{lineno}: expected label as a non-empty string, got {label!r}")
+        span1 = _span(path, lineno, "span1", item["span1"], len(words))
+        span2 = _span(path, lineno, "span2", item["span2"], len(words)) if item.get("span2") is not None else None
+        key = tuple(words)
+        if key not in index:
+            index[key] = len(sentences)
+            sentences.append(Sentence([Token(form=w) for w in words], f"{path.name}:{lineno}", path.name))
+        examples.append(SpanExample(index[key], span1, span2, label, lineno))
+    if not examples:
+        raise DatasetFormatError(f"{path}: no examples (the file is empty, or holds only comments and blank lines)")
+    return sentences, examples
