@@ -24,7 +24,7 @@ Experiment file (see ``probes/*.toml``)::
 Your own files (``probing_lab.probing.own_data``, readers in ``probing_lab.datasets.files``)::
 
     [dataset]
-    format = "conllu"          # conllu | tokens | wic (sentences and spans: not yet)
+    format = "conllu"          # conllu | tokens | wic (sentences, spans: readers only, no task yet)
     train = "data/train.conllu" # relative to the experiment file's folder, or absolute
     dev = "data/dev.conllu"    # optional; a missing dev/test is carved from train (10% each, by
     test = "data/test.conllu"  #   sentence, with the experiment's seed; the split goes to split.json)
