@@ -77,6 +77,7 @@ def save_png(runs: list[ProbeRun], path: Path) -> None:
         if run.majority is not None:
             ax.axhline(run.majority, color="grey", ls="-.", lw=1, label="majority per type")
     ax.set_ylim(0, 1.02)
+    ax.tick_params(axis="x", labelrotation=30)  # "L1 forward", "L2 backward" side by side overlap flat
     ax.set_xlabel("layer")
     ax.set_ylabel("score")
     ax.set_title(f"{runs[0].experiment} ({runs[0].model})", fontsize=9)
