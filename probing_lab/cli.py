@@ -163,7 +163,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if args.experiments:
             raise ValueError("--data takes no experiment files (the file and its options are the experiment)")
         if not args.format:
-            raise ValueError("--data needs --format (conllu, tokens or wic)")
+            raise ValueError("--data needs --format (conllu, tokens, wic or sentences)")
         exp = quick_experiment(args.data, args.format, args.label, args.task, args.layers)
         run = run_experiment(exp, model=args.model, out=args.out, progress=not args.quiet, log=log.info)
         print(run.path)
@@ -300,9 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     g = p.add_argument_group("your own file, without an experiment file (probe --data FILE --format FMT)")
     g.add_argument("--data", metavar="FILE", help="a labelled file, split 80/10/10 by sentence (seed 0)")
-    g.add_argument("--format", choices=("conllu", "tokens", "wic"), help="the file's format")
+    g.add_argument("--format", choices=("conllu", "tokens", "wic", "sentences"), help="the file's format")
     g.add_argument("--label", help="conllu: upos (default), xpos, deprel, feats:NAME or misc:NAME")
-    g.add_argument("--task", help="default: token_label (conllu, tokens), wsd_centroid (wic)")
+    g.add_argument(
+        "--task", help="default: token_label (conllu, tokens), wsd_centroid (wic), sentence_label (sentences)"
+    )
     g.add_argument("--layers", type=layer_list, help="e.g. 0,1,2,mix (default: the task's)")
     p.set_defaults(func=cmd_probe)
 

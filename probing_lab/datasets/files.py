@@ -17,10 +17,12 @@ Formats and where the label goes:
   whitespace, ``index`` the 0-based target position. The target token gets ``sense = label`` and
   ``lemma = group`` (default: the target lowercased), which is what the WSD tasks read.
 
-Readers without a probe yet (the sentence and span tasks will use them):
+* ``sentences``: ``sentence<TAB>label`` per line, the sentence split on whitespace; the label goes in
+  ``Sentence.label`` (the ``sentence_label`` task); :func:`iter_sentence_file` yields
+  ``(line, Sentence, label)``.
 
-* ``sentences``: ``sentence<TAB>label`` per line, the sentence split on whitespace;
-  :func:`iter_sentence_file` yields ``(line, Sentence, label)``.
+A reader without a probe yet (the span task will use it):
+
 * ``spans``: JSON Lines, ``{"tokens": [...], "span1": [start, end], "span2": [start, end],
   "label": "..."}`` (end exclusive, ``span2`` optional, other keys ignored); :func:`read_span_file`
   returns the distinct sentences (each once) and the :class:`SpanExample` list pointing into them.
@@ -41,7 +43,7 @@ from .conllu import iter_conllu
 from .records import DatasetFormatError, Sentence, Token
 
 FORMATS = ("conllu", "tokens", "wic", "sentences", "spans")
-READABLE = ("conllu", "tokens", "wic")  # the formats with a reader here; the others come with their tasks
+READABLE = ("conllu", "tokens", "wic", "sentences")  # the formats with a task; spans come with theirs
 MAX_TOKENS = 1000
 UNLABELLED = "_"
 
@@ -164,6 +166,9 @@ def iter_labelled_file(
         yield from _tokens(path, max_tokens)
     elif format == "wic":
         yield from _wic(path, max_tokens)
+    elif format == "sentences":
+        for line, sentence, _ in iter_sentence_file(path, max_tokens):
+            yield line, sentence
     else:
         for start, sentence in iter_conllu(_lines(path), str(path), path.name, label or "upos"):
             if len(sentence.tokens) > max_tokens:
@@ -205,7 +210,8 @@ def iter_sentence_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> Iterat
         if len(words) > max_tokens:
             raise _too_long(path, lineno, lineno, max_tokens)
         label = _field(path, lineno, "label", cols[1])
-        yield lineno, Sentence([Token(form=w) for w in words], f"{path.name}:{lineno}", path.name), label
+        sentence = Sentence([Token(form=w) for w in words], f"{path.name}:{lineno}", path.name, label)
+        yield lineno, sentence, label
 
 
 @dataclass(frozen=True)

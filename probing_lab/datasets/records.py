@@ -31,6 +31,7 @@ class Sentence:
     tokens: list[Token]
     id: str
     source: str  # e.g. "ud-english-ewt/dev"
+    label: str | None = None  # a label of the whole sentence (sentences files, the EWT sentence tasks)
 
     @property
     def words(self) -> list[str]:

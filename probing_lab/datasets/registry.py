@@ -26,6 +26,7 @@ from .brown import read_brown
 from .conllu import read_conllu
 from .ptb import read_conll2000, read_ptb, read_ptb_dependencies
 from .records import DatasetMissingError, Sentence
+from .sentence_tasks import DERIVED, derive
 from .wordnet import read_sense_index, read_wordnet_examples
 from .wsd import COARSEWSD_WORDS, RAGANATO_SETS, read_coarsewsd, read_raganato
 
@@ -42,6 +43,8 @@ SPLITS: dict[str, tuple[str | None, ...]] = {
     "coarsewsd": tuple(f"{w}/{s}" for w in ("all",) + COARSEWSD_WORDS for s in ("train", "test")),
     "wordnet": (None,),
     "agreement": ("train", "dev", "test"),
+    "ewt-sentence-length": ("train", "dev", "test"),  # derived from EWT (sentence_tasks): labels per sentence
+    "ewt-bigram-shift": ("train", "dev", "test"),
 }
 # The files of each probe dataset under a data directory, all splits: what must never enter an LM
 # pretraining corpus (probing_lab.training.exclusions reads them). Brown and WordNet are corpus
@@ -149,9 +152,13 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
     ``dependency_treebank.zip`` is there too, heads; ``ptb-deps`` is the dependency treebank alone.
     Both take split None (all 3,914 sentences) or train/dev/test (:data:`PTB_SPLITS`, by document).
     ``coarsewsd`` splits are ``<word>/<train|test>`` or ``all/<train|test>`` (the 20 words in turn).
+    ``ewt-sentence-length`` and ``ewt-bigram-shift`` are EWT's sentences labelled for a sentence
+    task (``Sentence.label``; see ``sentence_tasks``).
     Raises ValueError for an unknown name or split, DatasetMissingError when files are missing.
     """
     _check_split(name, split)
+    if name in DERIVED:  # a sentence task made from another dataset (probing_lab.datasets.sentence_tasks)
+        return derive(name, load_dataset(DERIVED[name][0], split, data_dir), split)
     root, how = resolve_data_dir(data_dir)
     f = lambda *parts: _file(name, split, root, how, *parts)  # noqa: E731
     if name in ("ewt", "gum"):

@@ -4,7 +4,8 @@ Experiment file (see ``probes/*.toml``)::
 
     name = "pos_ewt"
     task = "upos"              # upos | xpos | deprel | const_depth | subject_number | dep_arc |
-                               # structural_distance | structural_depth | wsd_centroid | wsd_linear
+                               # structural_distance | structural_depth | wsd_centroid | wsd_linear |
+                               # sentence_label (datasets ewt-sentence-length, ewt-bigram-shift, files)
     dataset = "ewt"            # a name known to probing_lab.datasets.load_dataset, or a table (below)
     train = "train"            # splits (for WSD sets: e.g. "bank/train")
     dev = "dev"
@@ -20,11 +21,12 @@ Experiment file (see ``probes/*.toml``)::
     negatives = 3              # dep_arc: sampled candidate heads per dependent besides the gold one
     [probe]                    # the probe family's settings: ProbeConfig (token tasks, dep_arc,
                                # wsd_linear) or StructuralProbeConfig (structural_*); none for wsd_centroid
+    pooling = "mean"           # sentence_label only: mean | max | summary (features.pooling), with ProbeConfig
 
 Your own files (``probing_lab.probing.own_data``, readers in ``probing_lab.datasets.files``)::
 
     [dataset]
-    format = "conllu"          # conllu | tokens | wic (sentences, spans: readers only, no task yet)
+    format = "conllu"          # conllu | tokens | wic | sentences (spans: a reader only, no task yet)
     train = "data/train.conllu" # relative to the experiment file's folder, or absolute
     dev = "data/dev.conllu"    # optional; a missing dev/test is carved from train (10% each, by
     test = "data/test.conllu"  #   sentence, with the experiment's seed; the split goes to split.json)
@@ -32,7 +34,8 @@ Your own files (``probing_lab.probing.own_data``, readers in ``probing_lab.datas
     max_tokens = 1000          # a longer sentence is refused with its line
 
 With a table, ``task`` defaults to ``token_label`` (conllu, tokens: the file's label, tokens without
-one skipped) or ``wsd_centroid`` (wic; ``wsd_linear`` too: the group is the lemma); a conllu file
+one skipped) or ``wsd_centroid`` (wic; ``wsd_linear`` too: the group is the lemma) or ``sentence_label``
+(sentences: ``sentence<TAB>label``); a conllu file
 also runs ``upos``, ``xpos``, ``deprel``, ``dep_arc`` and the structural probes; ``name`` defaults to
 the train file's stem; the top-level ``train``/``dev``/``test`` keys are not used. The run directory
 records each file's path, size and SHA-256 (``metrics.json`` ``files``), the split (``split.json``:
@@ -56,6 +59,7 @@ from typing import Callable, Optional
 
 from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
+from ..features.pooling import POOLINGS
 from ..fileio import OutputError, check_inside, check_name, read_utf8
 from .own_data import (
     DEFAULT_TASK,
@@ -71,6 +75,7 @@ from .probes import ProbeConfig
 from .runs import ProbeRun, write_run
 from .splits import load_splits
 from .structural import StructuralProbeConfig
+from .tasks import SENTENCE_TASKS
 
 
 class ExperimentError(ValueError):
@@ -188,8 +193,20 @@ class Experiment:
             if self.probe:
                 raise ValueError(f"{where}: wsd_centroid trains no probe; remove the [probe] table")
             return None
+        probe = dict(self.probe)
+        if self.task in SENTENCE_TASKS:  # how a sentence vector is made: a setting of the probe, not of ProbeConfig
+            pooling = probe.pop("pooling", "mean")
+            if pooling not in POOLINGS:
+                raise ValueError(f"{where}: pooling must be one of {list(POOLINGS)}, got {pooling!r}")
+        elif "pooling" in probe:
+            raise ValueError(f"{where}: pooling is a setting of the sentence tasks ({list(SENTENCE_TASKS)})")
         family = StructuralProbeConfig if self.task.startswith("structural_") else ProbeConfig
-        return family.from_dict({"seed": self.seed, **self.probe, **override}, where)
+        return family.from_dict({"seed": self.seed, **probe, **override}, where)
+
+    @property
+    def pooling(self) -> str:
+        """A sentence task's pooling (``[probe] pooling``, default mean)."""
+        return self.probe.get("pooling", "mean")
 
     @property
     def layer_keys(self) -> list[str]:

@@ -25,12 +25,13 @@ from . import tasks as T
 
 ROLES = ("train", "dev", "test")
 TABLE_KEYS = ("format", "train", "dev", "test", "label", "max_tokens")
-DEFAULT_TASK = {"conllu": "token_label", "tokens": "token_label", "wic": "wsd_centroid"}
+DEFAULT_TASK = {"conllu": "token_label", "tokens": "token_label", "wic": "wsd_centroid", "sentences": "sentence_label"}
 STRUCTURAL = ("structural_distance", "structural_depth")
 FORMAT_TASKS = {
     "conllu": ("token_label", "upos", "xpos", "deprel", "dep_arc", *STRUCTURAL),
     "tokens": ("token_label",),
     "wic": ("wsd_centroid", "wsd_linear"),
+    "sentences": ("sentence_label",),
 }
 
 
@@ -155,12 +156,14 @@ def _labels(task: str, sentences) -> list:
         return [(t.lemma, t.sense) for s in sentences for t in s.tokens if t.sense is not None]
     if task in T.TOKEN_TASKS:
         return T.token_labels(sentences, task)
+    if task in T.SENTENCE_TASKS:
+        return [s.label for s in sentences]
     return []  # dep_arc, structural: heads, checked elsewhere
 
 
 def _check_labels(task: str, sentences, where: str) -> None:
     labels = [label for label in _labels(task, sentences) if label is not None]
-    if task not in T.TOKEN_TASKS and not task.startswith("wsd_"):
+    if task not in T.TOKEN_TASKS and task not in T.SENTENCE_TASKS and not task.startswith("wsd_"):
         return
     if not labels:
         raise DatasetFormatError(f"{where}: no labelled token (every label is '_'): nothing to probe")
@@ -175,8 +178,9 @@ def _check_labels(task: str, sentences, where: str) -> None:
         return
     counts = Counter(labels)
     if len(counts) < 2:
+        what = "sentence" if task in T.SENTENCE_TASKS else "labelled token"
         raise DatasetFormatError(
-            f"{where}: every labelled token has the label {next(iter(counts))!r}: nothing to probe "
+            f"{where}: every {what} has the label {next(iter(counts))!r}: nothing to probe "
             "(a probe needs at least two labels)"
         )
 
@@ -214,7 +218,7 @@ def _check_trees(sentences, lines, path: str) -> None:
 def unseen_labels(task: str, sentences: dict) -> Optional[dict]:
     """Test labels never seen in training (scored as wrong): their count, the test total and the
     most frequent ones. WSD counts a (group, label) pair the group never had in training."""
-    if task not in T.TOKEN_TASKS and not task.startswith("wsd_"):
+    if task not in T.TOKEN_TASKS and task not in T.SENTENCE_TASKS and not task.startswith("wsd_"):
         return None
     train = {label for label in _labels(task, sentences["train"]) if label is not None}
     test = [label for label in _labels(task, sentences["test"]) if label is not None]

@@ -10,6 +10,10 @@ Token tasks turn sentences into one label per token (``upos``, ``xpos``, ``depre
   majority for unseen types;
 * selectivity = task accuracy - control accuracy.
 
+Sentence tasks (``sentence_label``: ``Sentence.label``, from a ``sentences`` file or a derived EWT
+dataset) have their own control, :func:`length_control_labels`: one fixed random label per
+sentence-length bucket (``datasets.sentence_tasks.length_bin``), drawn the same way.
+
 Tree tasks (Hewitt & Manning 2019) work from heads: :func:`tree_distances`, :func:`tree_depths`,
 :func:`uuas` (minimum spanning tree of predicted distances against gold edges, punctuation
 excluded), :func:`spearman_by_length` (averaged per sentence, then over lengths 5-50).
@@ -23,7 +27,10 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from ..datasets.sentence_tasks import length_bin
+
 TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth", "subject_number", "token_label")
+SENTENCE_TASKS = ("sentence_label",)
 # only some tokens are labelled (the verb; a file's tokens labelled "_" or without the feature); the others are skipped
 SPARSE_TASKS = ("subject_number", "token_label")
 
@@ -91,6 +98,24 @@ def control_labels(words: Sequence[str], train_labels: Sequence[str], seed: int 
             cache[w] = labels[min(int(np.searchsorted(cdf, _unit_hash(seed, w), side="right")), len(labels) - 1)]
         out.append(cache[w])
     return out
+
+
+def sentence_labels(sentences, task: str = "sentence_label") -> list[str]:
+    """One label per sentence (``Sentence.label``); a sentence without one is an error naming it."""
+    if task not in SENTENCE_TASKS:
+        raise ValueError(f"unknown sentence task {task!r}; choose one of {list(SENTENCE_TASKS)}")
+    for s in sentences:
+        if s.label is None:
+            raise ValueError(
+                f"{s.source} sentence {s.id}: no sentence label ({task} needs a sentences file or a sentence dataset)"
+            )
+    return [s.label for s in sentences]
+
+
+def length_control_labels(lengths: Sequence[int], train_labels: Sequence[str], seed: int = 0) -> list[str]:
+    """The sentence tasks' control: every sentence-length bucket gets one fixed random label, drawn
+    from the training label distribution (:func:`control_labels` on the buckets' names)."""
+    return control_labels([f"length {length_bin(n)}" for n in lengths], train_labels, seed)
 
 
 def majority_per_type(train_words: Sequence[str], train_labels: Sequence[str], words: Sequence[str]) -> list[str]:

@@ -1,0 +1,76 @@
+"""Sentence tasks (``sentence_label``): one label per sentence (``Sentence.label``), probed per layer
+on a sentence vector pooled from the token vectors (``[probe] pooling``: ``mean`` (default), ``max``
+or ``summary``, see ``features.pooling``) by a linear or MLP probe (``fit_probe``); the control task
+gives every sentence-length bucket one fixed random label (``tasks.length_control_labels``), with
+selectivity; online-code MDL; the majority label of the training set as the simple baseline.
+
+``run(exp, splits, with_controls, report) -> (metrics per layer, extra)``."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...features.pooling import pool_layers, pooled_layer
+from .. import tasks as T
+from ..probes import fit_probe, online_codelength
+
+TASKS = T.SENTENCE_TASKS
+
+
+def pooled(split, how: str) -> np.ndarray:
+    """``(n_layers, n_sentences, dim)``: every layer of the split's sentences pooled ``how``."""
+    return pool_layers(split.features.layers, split.features.offsets, how)
+
+
+def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
+    how = exp.pooling
+    labels = {r: T.sentence_labels(s.sentences, exp.task) for r, s in splits.items()}
+    index = T.LabelIndex(labels["train"])
+    y = {r: index.encode(l) for r, l in labels.items()}
+    vectors = {r: pooled(s, how) for r, s in splits.items()}
+    control = {}
+    if with_controls and exp.control:
+        control = {
+            r: index.encode(T.length_control_labels([len(x.tokens) for x in s.sentences], labels["train"], exp.seed))
+            for r, s in splits.items()
+        }
+    order = np.random.default_rng(exp.seed).permutation(len(y["train"]))
+    results = {}
+    for key in exp.layer_keys:
+        config = exp.probe_config(mix=key == "mix")
+        X_tr, X_dev, X_te = (pooled_layer(vectors[r], key) for r in ("train", "dev", "test"))
+        t0 = time.perf_counter()
+        probe = fit_probe(X_tr, y["train"], X_dev, y["dev"], len(index), config)
+        predicted = probe.predict(X_te)
+        entry = {
+            "score": float((predicted == y["test"]).mean()),
+            "dev_score": probe.dev_accuracy,
+            "epochs": probe.epochs_run,
+            "confusion": T.confusion_matrix(y["test"], predicted, len(index)),
+        }
+        if probe.mix_weights() is not None:
+            entry["mix_weights"] = probe.mix_weights()
+        if control:
+            cprobe = fit_probe(X_tr, control["train"], X_dev, control["dev"], len(index), config)
+            entry["control_score"] = cprobe.accuracy(X_te, control["test"])
+            entry["selectivity"] = entry["score"] - entry["control_score"]
+        if with_controls and exp.mdl:
+            entry.update(online_codelength(X_tr[order], y["train"][order], X_dev, y["dev"], len(index), config))
+        entry["seconds"] = round(time.perf_counter() - t0, 2)
+        report.layer_done(
+            f"  layer {key} ({how} pooling): score {entry['score']:.4f}"
+            + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
+        )
+        results[key] = entry
+    majority = index.labels[0]
+    extra = {
+        "majority": T.accuracy([majority] * len(labels["test"]), labels["test"]),
+        "majority_is": f"the most frequent training label ({majority!r})",
+        "pooling": how,
+        "n_labels": len(index),
+        "labels": index.labels,
+        "sentences": {r: int(len(v)) for r, v in y.items()},
+    }
+    return results, extra
