@@ -216,6 +216,33 @@ def test_bigram_shift_never_swaps_punctuation_and_skips_sentences_without_a_pair
             assert i in (0, 5)  # "a b" or "d e": never next to "," or "."
 
 
+def _conllu(rows: str) -> str:
+    """``form/upos/feats/head/deprel`` words separated by spaces -> one CoNLL-U sentence."""
+    out = []
+    for i, word in enumerate(rows.split(), 1):
+        form, upos, feats, head, rel = word.split("/")
+        out.append(f"{i}\t{form}\t{form}\t{upos}\t_\t{feats}\t{head}\t{rel}\t_\t_")
+    return "\n".join(out) + "\n\n"
+
+
+def test_tense_and_subject_number_from_ud_features(tmp_path):
+    past = "the/DET/_/2/det cat/NOUN/Number=Sing/3/nsubj slept/VERB/Tense=Past/0/root on/ADP/_/5/case "
+    past += "mats/NOUN/Number=Plur/3/obl ./PUNCT/_/3/punct"
+    cop = "the/DET/_/2/det cats/NOUN/Number=Plur/5/nsubj are/AUX/Mood=Ind|Tense=Pres/5/cop very/ADV/_/5/advmod "
+    cop += "happy/ADJ/Degree=Pos/0/root ./PUNCT/_/5/punct"
+    imperative = "go/VERB/Mood=Imp/0/root to/ADP/_/4/case the/DET/_/4/det shop/NOUN/Number=Sing/1/obl ./PUNCT/_/1/punct"
+    short = "cats/NOUN/Number=Plur/2/nsubj slept/VERB/Tense=Past/0/root ./PUNCT/_/2/punct"
+    folder = tmp_path / "ud-english-ewt"
+    folder.mkdir()
+    for split in ("train", "dev", "test"):
+        text = "".join(_conllu(r) for r in (past, cop, imperative, short))
+        (folder / f"en_ewt-ud-{split}.conllu").write_text(text, encoding="utf-8")
+    tense = load_dataset("ewt-tense", "dev", tmp_path)
+    assert [(s.words[1], s.label) for s in tense] == [("cat", "Past"), ("cats", "Pres")]  # the copula's tense
+    number = load_dataset("ewt-subj-number", "test", tmp_path)
+    assert [(s.words[2], s.label) for s in number] == [("slept", "Sing"), ("are", "Plur")]  # no subject: left out
+
+
 def test_a_builtin_experiment_on_the_derived_dataset(tmp_path, tiny):
     data = tiny_ewt(tmp_path / "data", 40)
     exp = Experiment.load(Path(__file__).resolve().parents[1] / "probes" / "bigram_shift_ewt.toml")

@@ -45,6 +45,8 @@ SPLITS: dict[str, tuple[str | None, ...]] = {
     "agreement": ("train", "dev", "test"),
     "ewt-sentence-length": ("train", "dev", "test"),  # derived from EWT (sentence_tasks): labels per sentence
     "ewt-bigram-shift": ("train", "dev", "test"),
+    "ewt-tense": ("train", "dev", "test"),
+    "ewt-subj-number": ("train", "dev", "test"),
 }
 # The files of each probe dataset under a data directory, all splits: what must never enter an LM
 # pretraining corpus (probing_lab.training.exclusions reads them). Brown and WordNet are corpus
@@ -152,8 +154,8 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
     ``dependency_treebank.zip`` is there too, heads; ``ptb-deps`` is the dependency treebank alone.
     Both take split None (all 3,914 sentences) or train/dev/test (:data:`PTB_SPLITS`, by document).
     ``coarsewsd`` splits are ``<word>/<train|test>`` or ``all/<train|test>`` (the 20 words in turn).
-    ``ewt-sentence-length`` and ``ewt-bigram-shift`` are EWT's sentences labelled for a sentence
-    task (``Sentence.label``; see ``sentence_tasks``).
+    ``ewt-sentence-length``, ``ewt-bigram-shift``, ``ewt-tense`` and ``ewt-subj-number`` are EWT's
+    sentences labelled for a sentence task (``Sentence.label``; see ``sentence_tasks``).
     Raises ValueError for an unknown name or split, DatasetMissingError when files are missing.
     """
     _check_split(name, split)

@@ -11,8 +11,15 @@ sentence labelled in ``Sentence.label`` for the ``sentence_label`` task.
   a seeded half (every other one of a seeded permutation: the classes differ by at most one) get one
   seeded pair swapped; a pair is two adjacent tokens that differ, neither of them punctuation only.
 
-The registry names them ``ewt-sentence-length`` and ``ewt-bigram-shift`` (splits train, dev, test of
-EWT); ``seed_of(split)`` fixes the seed per split, so a dataset is the same in every run.
+* :func:`tense`: the Tense of the main clause (Conneau et al.'s Tense): the root's UD ``Tense``
+  feature, else that of its ``aux`` / ``cop`` (``Past`` | ``Pres``); sentences without one (imperatives,
+  fragments) are left out.
+* :func:`subj_number`: the ``Number`` of the root's ``nsubj`` / ``nsubj:pass`` (Conneau et al.'s
+  SubjNum: ``Sing`` | ``Plur``); sentences without a subject with a Number are left out.
+
+Each keeps only sentences of :data:`MIN_TOKENS` tokens or more. The registry names them
+``ewt-sentence-length``, ``ewt-bigram-shift``, ``ewt-tense`` and ``ewt-subj-number`` (splits train,
+dev, test of EWT); ``seed_of(split)`` fixes the seed per split, so a dataset is the same in every run.
 """
 
 from __future__ import annotations
@@ -98,7 +105,68 @@ def bigram_shift(sentences: Sequence[Sentence], seed: int = 0) -> list[Sentence]
     return out
 
 
-DERIVED = {"ewt-sentence-length": ("ewt", sentence_length), "ewt-bigram-shift": ("ewt", bigram_shift)}
+def feature(token, name: str) -> str | None:
+    """One feature of a UD token's FEATS (``Token.extra["feats"]``), or None."""
+    for pair in (token.extra.get("feats") or "").split("|"):
+        key, _, value = pair.partition("=")
+        if key == name and value:
+            return value
+    return None
+
+
+def _root(sentence: Sentence) -> int | None:
+    roots = [i for i, t in enumerate(sentence.tokens) if t.head == 0]
+    return roots[0] if len(roots) == 1 else None
+
+
+def _children(sentence: Sentence, head: int, relations: tuple[str, ...]) -> list[int]:
+    return [i for i, t in enumerate(sentence.tokens) if t.head == head + 1 and (t.deprel or "") in relations]
+
+
+def main_tense(sentence: Sentence) -> str | None:
+    """The Tense of the main clause: the root's, else that of its ``aux`` / ``cop`` ("is happy",
+    "has gone": the finite auxiliary's); None when neither has one (an imperative, a fragment)."""
+    root = _root(sentence)
+    if root is None:
+        return None
+    for i in [root, *_children(sentence, root, ("aux", "aux:pass", "cop"))]:
+        if feature(sentence.tokens[i], "Tense"):
+            return feature(sentence.tokens[i], "Tense")
+    return None
+
+
+def subject_number(sentence: Sentence) -> str | None:
+    """The Number of the main clause's subject (the root's ``nsubj`` / ``nsubj:pass``), Sing or
+    Plur, or None."""
+    root = _root(sentence)
+    subjects = _children(sentence, root, ("nsubj", "nsubj:pass")) if root is not None else []
+    number = feature(sentence.tokens[subjects[0]], "Number") if subjects else None
+    return number if number in ("Sing", "Plur") else None  # Ptan (plurale tantum) and the like left out
+
+
+def _labelled_by(rule):
+    def make(sentences: Sequence[Sentence]) -> list[Sentence]:
+        out = []
+        for s in sentences:
+            label = rule(s) if len(s.tokens) >= MIN_TOKENS else None
+            if label is not None:
+                out.append(_relabelled(s, label))
+        return out
+
+    return make
+
+
+tense = _labelled_by(main_tense)
+tense.__doc__ = "Copies of the sentences of MIN_TOKENS or more whose main clause has a Tense, labelled with it."
+subj_number = _labelled_by(subject_number)
+subj_number.__doc__ = "Copies of the sentences of MIN_TOKENS or more whose main subject has a Number, labelled with it."
+
+DERIVED = {
+    "ewt-sentence-length": ("ewt", sentence_length),
+    "ewt-bigram-shift": ("ewt", bigram_shift),
+    "ewt-tense": ("ewt", tense),
+    "ewt-subj-number": ("ewt", subj_number),
+}
 
 
 def derive(name: str, base: Sequence[Sentence], split: str | None) -> list[Sentence]:

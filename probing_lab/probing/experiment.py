@@ -5,7 +5,8 @@ Experiment file (see ``probes/*.toml``)::
     name = "pos_ewt"
     task = "upos"              # upos | xpos | deprel | const_depth | subject_number | dep_arc |
                                # structural_distance | structural_depth | wsd_centroid | wsd_linear |
-                               # sentence_label (datasets ewt-sentence-length, ewt-bigram-shift, files)
+                               # sentence_label (ewt-sentence-length, ewt-bigram-shift, ewt-tense,
+                               # ewt-subj-number, or a sentences file)
     dataset = "ewt"            # a name known to probing_lab.datasets.load_dataset, or a table (below)
     train = "train"            # splits (for WSD sets: e.g. "bank/train")
     dev = "dev"
