@@ -80,6 +80,9 @@ def test_pooling_by_hand_mean_max_and_the_bilm_summary():
     assert np.allclose(pooled_layer(pooled, "mean"), pooled.mean(0))
     assert pooled_layer(pooled, "mix").shape == (2, 3, 4)
     assert np.allclose(pooled_layer(pool_layers(layers, offsets, "max"), "2f"), pool(tokens * 2, offsets, "max")[:, :2])
+    for how in ("mean", "max"):  # read a few rows at a time: the same vectors
+        assert np.allclose(pool(tokens, offsets, how, chunk=1), pool(tokens, offsets, how))
+        assert np.allclose(pool(tokens.astype(np.float16), offsets, how, chunk=3), pool(tokens, offsets, how))
     with pytest.raises(ValueError, match="pooling must be one of"):
         pool(tokens, offsets, "median")
     with pytest.raises(ValueError, match="sentence 1 has no tokens"):
