@@ -8,13 +8,11 @@ selectivity; online-code MDL; the majority label of the training set as the simp
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ...features.pooling import pool_layers, pooled_layer
 from .. import tasks as T
-from ..probes import fit_probe, online_codelength
+from .classify import classify_layer
 
 TASKS = T.SENTENCE_TASKS
 
@@ -40,25 +38,8 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     results = {}
     for key in exp.layer_keys:
         config = exp.probe_config(mix=key == "mix")
-        X_tr, X_dev, X_te = (pooled_layer(vectors[r], key) for r in ("train", "dev", "test"))
-        t0 = time.perf_counter()
-        probe = fit_probe(X_tr, y["train"], X_dev, y["dev"], len(index), config)
-        predicted = probe.predict(X_te)
-        entry = {
-            "score": float((predicted == y["test"]).mean()),
-            "dev_score": probe.dev_accuracy,
-            "epochs": probe.epochs_run,
-            "confusion": T.confusion_matrix(y["test"], predicted, len(index)),
-        }
-        if probe.mix_weights() is not None:
-            entry["mix_weights"] = probe.mix_weights()
-        if control:
-            cprobe = fit_probe(X_tr, control["train"], X_dev, control["dev"], len(index), config)
-            entry["control_score"] = cprobe.accuracy(X_te, control["test"])
-            entry["selectivity"] = entry["score"] - entry["control_score"]
-        if with_controls and exp.mdl:
-            entry.update(online_codelength(X_tr[order], y["train"][order], X_dev, y["dev"], len(index), config))
-        entry["seconds"] = round(time.perf_counter() - t0, 2)
+        X = {r: pooled_layer(vectors[r], key) for r in ("train", "dev", "test")}
+        entry = classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl)
         report.layer_done(
             f"  layer {key} ({how} pooling): score {entry['score']:.4f}"
             + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")

@@ -1,0 +1,42 @@
+"""One layer of a classification probe, shared by the token and sentence tasks: the probe's test
+score and confusion, the control task's score, selectivity and MDL, and the task's online-code MDL."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from .. import tasks as T
+from ..probes import fit_probe, online_codelength
+
+
+def classify_layer(X: dict, y: dict, control: dict, n_labels: int, config, order: np.ndarray, mdl: bool) -> dict:
+    """``X``/``y``/``control``: train, dev and test vectors, labels and control labels (``control``
+    empty: no control task); ``order``: the training rows' order for the online code."""
+    t0 = time.perf_counter()
+    probe = fit_probe(X["train"], y["train"], X["dev"], y["dev"], n_labels, config)
+    predicted = probe.predict(X["test"])
+    entry = {
+        "score": float((predicted == y["test"]).mean()),
+        "dev_score": probe.dev_accuracy,
+        "epochs": probe.epochs_run,
+        "confusion": T.confusion_matrix(y["test"], predicted, n_labels),
+    }
+    mix: Optional[list] = probe.mix_weights()
+    if mix is not None:
+        entry["mix_weights"] = mix
+    if control:
+        cprobe = fit_probe(X["train"], control["train"], X["dev"], control["dev"], n_labels, config)
+        entry["control_score"] = cprobe.accuracy(X["test"], control["test"])
+        entry["selectivity"] = entry["score"] - entry["control_score"]
+    if mdl:
+        X_ordered = X["train"][order]
+        entry.update(online_codelength(X_ordered, y["train"][order], X["dev"], y["dev"], n_labels, config))
+        if control:
+            entry["control_mdl_bits"] = online_codelength(
+                X_ordered, control["train"][order], X["dev"], control["dev"], n_labels, config
+            )["mdl_bits"]
+    entry["seconds"] = round(time.perf_counter() - t0, 2)
+    return entry
