@@ -377,7 +377,7 @@ def test_sentences_reader_and_its_errors(tmp_path):
         (4, ["the", "cat", "sleeps"], "singular"),
     ]
     for text, match in [
-        ("the cats sleep plural\n", r"s\.sentences:1: expected sentence<TAB>label .*got 1 \(spaces where the tab"),
+        ("the cats sleep plural\n", r"s\.sentences:1: expected sentence<TAB>label .*got 1 \(spaces where tabs"),
         ("the cats\tsleep\tplural\n", r"s\.sentences:1: expected sentence<TAB>label .*got 3"),
         ("\tplural\n", r"s\.sentences:1: expected a sentence in the first column"),
         ("the cats sleep\tvery plural\n", r"s\.sentences:1: expected a label without spaces"),

@@ -118,22 +118,34 @@ def _tokens(path: Path, max_tokens: int) -> Iterator[tuple[int, Sentence]]:
         yield start, Sentence(tokens, f"{path.name}:{start}", path.name)
 
 
-def _wic(path: Path, max_tokens: int) -> Iterator[tuple[int, Sentence]]:
+def _rows(path: Path, counts: tuple[int, ...], expected: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, tab-separated columns) of a file with one example a line; blank lines and ``#``
+    comments skipped, a line with another number of columns an error naming it."""
     for lineno, line in enumerate(_lines(path), 1):
         if not line.strip() or line.startswith("#"):
             continue
         cols = line.split("\t")
-        if len(cols) not in (3, 4):
-            hint = " (spaces where tabs belong?)" if len(cols) < 3 and " " in line else ""
+        if len(cols) not in counts:
+            hint = " (spaces where tabs belong?)" if len(cols) < min(counts) and " " in line else ""
             raise DatasetFormatError(
-                f"{path}:{lineno}: expected sentence<TAB>index<TAB>label[<TAB>group] (3 or 4 tab-separated "
-                f"columns), got {len(cols)}{hint}: {line[:80]!r}"
+                f"{path}:{lineno}: expected {expected} ({' or '.join(map(str, counts))} tab-separated columns), "
+                f"got {len(cols)}{hint}: {line[:80]!r}"
             )
-        words = cols[0].split()
-        if not words:
-            raise DatasetFormatError(f"{path}:{lineno}: expected a sentence in the first column, got nothing")
-        if len(words) > max_tokens:
-            raise _too_long(path, lineno, lineno, max_tokens)
+        yield lineno, cols
+
+
+def _sentence_words(path: Path, lineno: int, text: str, max_tokens: int) -> list[str]:
+    words = text.split()
+    if not words:
+        raise DatasetFormatError(f"{path}:{lineno}: expected a sentence in the first column, got nothing")
+    if len(words) > max_tokens:
+        raise _too_long(path, lineno, lineno, max_tokens)
+    return words
+
+
+def _wic(path: Path, max_tokens: int) -> Iterator[tuple[int, Sentence]]:
+    for lineno, cols in _rows(path, (3, 4), "sentence<TAB>index<TAB>label[<TAB>group]"):
+        words = _sentence_words(path, lineno, cols[0], max_tokens)
         if not cols[1].isdigit():
             raise DatasetFormatError(
                 f"{path}:{lineno}: expected the target's 0-based index (an integer) in column 2, got {cols[1]!r}"
@@ -194,21 +206,8 @@ def iter_sentence_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> Iterat
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such sentences file")
-    for lineno, line in enumerate(_lines(path), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        cols = line.split("\t")
-        if len(cols) != 2:
-            hint = " (spaces where the tab belongs?)" if len(cols) == 1 else ""
-            raise DatasetFormatError(
-                f"{path}:{lineno}: expected sentence<TAB>label (2 tab-separated columns), got {len(cols)}{hint}: "
-                f"{line[:80]!r}"
-            )
-        words = cols[0].split()
-        if not words:
-            raise DatasetFormatError(f"{path}:{lineno}: expected a sentence in the first column, got nothing")
-        if len(words) > max_tokens:
-            raise _too_long(path, lineno, lineno, max_tokens)
+    for lineno, cols in _rows(path, (2,), "sentence<TAB>label"):
+        words = _sentence_words(path, lineno, cols[0], max_tokens)
         label = _field(path, lineno, "label", cols[1])
         sentence = Sentence([Token(form=w) for w in words], f"{path.name}:{lineno}", path.name, label)
         yield lineno, sentence, label
