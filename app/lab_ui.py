@@ -154,6 +154,13 @@ def language_model(spec: ModelSpec):
 def card_summary(card: dict) -> list[dict]:
     """The facts of a model card a reader wants first, as rows (missing ones are left out)."""
     training, heldout, corpus = card.get("training") or {}, card.get("heldout") or {}, card.get("corpus") or {}
+    stages = [s for s in card.get("stages") or [] if isinstance(s, dict)]
+    if stages:  # a model trained in stages: the card's "training" is the last stage's run, the totals are these
+        training = {
+            "step": sum(s.get("steps", 0) for s in stages),
+            "tokens_seen": sum(s.get("tokens", 0) for s in stages),
+            "wall_time_s": sum(s.get("wall_time_s", 0) for s in stages),
+        }
     rows = [
         ("name", card.get("name")),
         ("description", card.get("description")),
@@ -161,6 +168,10 @@ def card_summary(card: dict) -> list[dict]:
         ("training steps", f"{training['step']:,}" if training.get("step") else None),
         ("token positions seen", f"{training['tokens_seen']:,}" if training.get("tokens_seen") else None),
         ("training time", f"{training['wall_time_s'] / 3600:.2f} h" if training.get("wall_time_s") else None),
+        (
+            "training stages",
+            "; ".join(f"{s.get('tokens', 0):,} tokens on {s.get('where', '?')}" for s in stages) or None,
+        ),
         (
             "corpus",
             f"{corpus['train_tokens']:,} tokens from {', '.join(sorted(corpus.get('sources', {})))}"

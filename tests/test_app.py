@@ -571,3 +571,22 @@ def test_launch_checks_and_command(tmp_path):
     ):
         assert cmd[cmd.index(flag) + 1] == value
     assert 1024 < launch.free_port() < 65536
+
+
+def test_card_summary_of_a_model_trained_in_stages_gives_the_totals():
+    import lab_ui
+
+    card = {
+        "name": "elmo-lab",
+        "training": {"step": 3300, "tokens_seen": 8448000, "wall_time_s": 156.8},  # the last stage's run
+        "stages": [
+            {"stage": 0, "tokens": 16903680, "steps": 6603, "wall_time_s": 18860, "where": "a CPU"},
+            {"stage": 1, "tokens": 8448000, "steps": 3300, "wall_time_s": 156.8, "where": "a GPU"},
+        ],
+    }
+    rows = {r[""]: r["value"] for r in lab_ui.card_summary(card)}
+    assert rows["training steps"] == "9,903" and rows["token positions seen"] == "25,351,680"
+    assert rows["training time"] == "5.28 h"
+    assert rows["training stages"] == "16,903,680 tokens on a CPU; 8,448,000 tokens on a GPU"
+    single = {r[""]: r["value"] for r in lab_ui.card_summary({"training": {"step": 5, "tokens_seen": 100}})}
+    assert single["training steps"] == "5" and "training stages" not in single
