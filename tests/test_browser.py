@@ -96,7 +96,13 @@ def test_polysemy_page_in_chromium(app_url, browser):
     page.goto(f"{app_url}/Polysemy", wait_until="networkidle")
     page.get_by_text("Polysemy: one word, many contexts").wait_for(timeout=120_000)
     settle(page)
-    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)  # the built-in "bank" preset drew its figures
+    # the built-in "bank" preset drew its figures: the maps, the heatmap (last) and, in its expander, the
+    # supervised view, which draws when opened
+    page.locator(".js-plotly-plot").last.wait_for(timeout=120_000)
+    page.get_by_text("Supervised view").click()
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() == 3
+    page.get_by_text("Best upper layer").wait_for(timeout=30_000)
     no_exception(page)
     snapshot(page, "polysemy-preset.png")
     page.set_viewport_size({"width": 1500, "height": 1100})
@@ -109,7 +115,7 @@ def test_polysemy_page_in_chromium(app_url, browser):
     settle(page)
     page.get_by_text("6 occurrences, 2 senses").wait_for(timeout=120_000)
     page.get_by_text("do not contain “bank”").wait_for(timeout=30_000)
-    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot").last.wait_for(timeout=60_000)
     assert page.locator(".js-plotly-plot").count() >= 2
     no_exception(page)
     snapshot(page, "polysemy-typed.png")
@@ -121,7 +127,8 @@ def test_tour_page_in_chromium(app_url, browser):
     page.goto(app_url, wait_until="networkidle")
     page.get_by_text("Live: one word, three sentences").wait_for(timeout=120_000)
     settle(page)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # 1-NN accuracy on 16 sentences
+    page.get_by_text("Verdict.").wait_for(timeout=30_000)
     no_exception(page)
     snapshot(page, "tour.png", 2600)
     page.close()
