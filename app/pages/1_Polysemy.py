@@ -1,6 +1,11 @@
 """Polysemy: does a layer separate the senses of one word? Per layer a 2-D map coloured by sense, a
 cosine heatmap and the separation numbers (silhouette, leave-one-out nearest-neighbour accuracy,
-self-similarity against the anisotropy baseline)."""
+self-similarity against the anisotropy baseline).
+
+The sentences come from the built-in *bank* set, a CoarseWSD-20 word, typed text, or the user's own
+``wic`` file (``sentence<TAB>index<TAB>label[<TAB>group]``, a path inside the allowed folders or an
+upload): a line gives the sentence, its target (the 0-based index), the sense (the label) and the word
+(the group); the page shows one group at a time, sampled per sense like CoarseWSD."""
 
 import sys
 from pathlib import Path
@@ -10,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import figures
 import lab_ui
 import numpy as np
+import own_file
 import streamlit as st
 
 from probing_lab.analysis import (
@@ -23,6 +29,8 @@ from probing_lab.analysis import (
     supervised_2d,
 )
 from probing_lab.analysis.polysemy import BANK_SENTENCES
+from probing_lab.datasets.files import iter_labelled_file
+from probing_lab.datasets.summary import summarise_file
 
 DEFAULT_TYPED = "\n".join(f"{s} | {label}" for s, label in BANK_SENTENCES[:4] + BANK_SENTENCES[8:12])
 BUILTIN = "bank (built-in sentences)"
@@ -44,9 +52,8 @@ def occurrences(spec_key, sentences, target, labels, positions, halves, _embedde
     )
 
 
-def coarsewsd_sample(word: str, per_sense: int, seed: int):
-    records = lab_ui.dataset("coarsewsd", f"{word}/train")
-    tokens, positions, senses = labelled_positions(records)
+def sample_per_sense(tokens, positions, senses, per_sense: int, seed: int):
+    """At most ``per_sense`` occurrences of each sense, drawn with ``seed``, in their original order."""
     rng = np.random.default_rng(seed)
     chosen = []
     for sense in sorted({s for s in senses if s is not None}):
@@ -54,6 +61,67 @@ def coarsewsd_sample(word: str, per_sense: int, seed: int):
         chosen += sorted(rng.choice(idx, size=min(per_sense, len(idx)), replace=False).tolist())
     chosen.sort()
     return [tokens[i] for i in chosen], [positions[i] for i in chosen], [senses[i] for i in chosen]
+
+
+def coarsewsd_sample(word: str, per_sense: int, seed: int):
+    records = lab_ui.dataset("coarsewsd", f"{word}/train")
+    return sample_per_sense(*labelled_positions(records), per_sense, seed)
+
+
+@st.cache_data(show_spinner="Reading the wic file…", max_entries=8)
+def wic_file(name: str, path, data, stamp):
+    """A wic file's summary and its targets per group: group -> (token lists, target indices, senses).
+    Raises the reader's error (naming the file and line) on bad input; ``stamp`` re-reads a changed file."""
+    with own_file.local_copy(name, path, data) as local:
+        found = summarise_file(local, "wic")
+        by_group: dict = {}
+        for _, sentence in iter_labelled_file(local, "wic"):
+            tokens, positions, senses = labelled_positions([sentence])
+            group = sentence.tokens[positions[0]].lemma
+            lists = by_group.setdefault(group, ([], [], []))
+            lists[0].append(tokens[0])
+            lists[1].append(positions[0])
+            lists[2].append(senses[0])
+    return found, by_group
+
+
+def wic_sentences():
+    """The Polysemy input from the user's wic file: (sentences, positions, labels, target word)."""
+    st.markdown(
+        "A **wic** file: `sentence<TAB>index<TAB>label[<TAB>group]` per line, the sentence split on spaces, "
+        "`index` the 0-based target, `label` its sense, `group` the word (default: the target lower-cased)."
+    )
+    picked = own_file.pick_file("poly_wic", "wic file")
+    if picked is None:
+        st.stop()
+    try:
+        stamp = None
+        if picked.path is not None:
+            stat = picked.path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        found, by_group = wic_file(picked.name, None if picked.path is None else str(picked.path), picked.data, stamp)
+    except (ValueError, OSError) as e:  # the reader names the file, the line and what was expected
+        st.error(str(e))
+        st.stop()
+    words = list(found.groups)  # most occurrences first
+    several = [w for w in words if len(found.groups[w]) > 1]
+    word = st.selectbox(
+        "Word (group)",
+        words,
+        index=words.index(several[0]) if several else 0,
+        key="wic_group",
+        format_func=lambda w: f"{w} ({sum(found.groups[w].values())} occurrences, {len(found.groups[w])} senses)",
+    )
+    c1, c2 = st.columns(2)
+    per_sense = c1.slider("Sentences per sense", 3, 40, 12, key="wic_per_sense")
+    seed = c2.number_input("Sample seed", 0, 10_000, 0, key="wic_seed")
+    sentences, positions, labels = sample_per_sense(*by_group[word], per_sense, int(seed))
+    st.caption(
+        f"{picked.name}: {found.sentences:,} line(s), {len(words):,} word(s); `{word}`: "
+        f"{len(sentences)} of {sum(found.groups[word].values())} sampled; senses: "
+        + ", ".join(f"{sense} {count}" for sense, count in found.groups[word].items())
+    )
+    return sentences, positions, labels, word
 
 
 def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
@@ -124,7 +192,7 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
         )
 
 
-source = st.radio("Sentences", ["Preset", "Type your own"], horizontal=True, key="source")
+source = st.radio("Sentences", ["Preset", "Type your own", "A wic file"], horizontal=True, key="source")
 positions = None
 notes = []
 if source == "Preset":
@@ -146,6 +214,8 @@ if source == "Preset":
             st.stop()
         target = word
         st.caption(f"CoarseWSD-20 `{word}` train split (lower-cased Wikipedia sentences), {len(sentences)} sampled.")
+elif source == "A wic file":
+    sentences, positions, labels, target = wic_sentences()
 else:
     st.markdown(
         "One sentence per line; add `| sense` to label a line. Mark the word as `[bank]` where it is "

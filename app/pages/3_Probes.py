@@ -1,6 +1,9 @@
 """Probes: the layer curves of finished probe experiments (``probing-lab probe probes/X.toml``), with their
 control-task and random-init baselines, several models of the same experiment on one plot; the confusion
-matrix and per-label accuracy of a token task; and a form that starts a new run with a progress bar."""
+matrix and per-label accuracy of a token task; and a form that starts a new run with a progress bar, of an
+experiment of ``probes/`` or on the user's own file (a path inside the allowed folders or an upload; its
+format and label column chosen from what it holds, the label table shown before the run; the run is
+``probing-lab probe --data FILE --format FMT``, and is listed with the user's runs when it is done)."""
 
 import sys
 from pathlib import Path
@@ -9,12 +12,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dataclasses
 import os
+import shutil
 import time
 
 import lab_ui
+import own_file
 import streamlit as st
 
 from probing_lab.probing.experiment import Experiment, run_experiment
+from probing_lab.probing.own_data import DEFAULT_TASK, FORMAT_TASKS, quick_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
 from probing_lab.probing.runs import ProbeRun
 
@@ -37,8 +43,8 @@ st.markdown(
 
 
 def new_run_form() -> None:
-    """Start an experiment of probes/ on the model chosen on the Model page, with a progress bar."""
-    files = sorted((lab_ui.ROOT / "probes").glob("*.toml"))
+    """Start a run on the model chosen on the Model page, with a progress bar: an experiment of probes/
+    or a probe on the user's own file."""
     spec = lab_ui.current_spec()
     with st.expander("Start a new probe run"):
         if spec.options:
@@ -47,57 +53,186 @@ def new_run_form() -> None:
                 "(`probing-lab export`), or run `probing-lab probe` from the command line."
             )
             return
-        name = st.selectbox("Experiment", [f.stem for f in files], key="new_experiment")
-        st.caption(
-            f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}. "
-            "Extraction and probes take minutes (pos_ewt: about 7 on two cores)."
+        shipped, own = st.tabs(["An experiment of probes/", "Probe your own file"])
+        with shipped:
+            experiment_form(spec)
+        with own:
+            own_file_form(spec)
+
+
+def experiment_form(spec) -> None:
+    """An experiment of probes/, optionally on fewer training sentences and without the slow baselines."""
+    files = sorted((lab_ui.ROOT / "probes").glob("*.toml"))
+    name = st.selectbox("Experiment", [f.stem for f in files], key="new_experiment")
+    st.caption(
+        f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}. "
+        "Extraction and probes take minutes (pos_ewt: about 7 on two cores)."
+    )
+    c1, c2 = st.columns(2)
+    limit = c1.number_input(
+        "Training sentences (0 = all)",
+        0,
+        100_000,
+        0,
+        step=500,
+        key="new_limit",
+        help="A smaller training set gives a quick first look; dev and test stay whole.",
+    )
+    baselines = c2.checkbox("Random-init baseline and MDL (slower)", True, key="new_baselines")
+    if not st.button("Run", key="start_run"):
+        return
+    try:
+        exp = Experiment.load(lab_ui.ROOT / "probes" / f"{name}.toml")
+    except ValueError as e:
+        st.error(str(e))
+        return
+    if limit or not baselines:  # a changed experiment: the run records it as experiment.json
+        exp = dataclasses.replace(
+            exp,
+            max_train_sentences=int(limit) or exp.max_train_sentences,
+            random_init=exp.random_init and baselines,
+            mdl=exp.mdl and baselines,
+            source=None,
         )
-        c1, c2 = st.columns(2)
-        limit = c1.number_input(
-            "Training sentences (0 = all)",
-            0,
-            100_000,
-            0,
-            step=500,
-            key="new_limit",
-            help="A smaller training set gives a quick first look; dev and test stay whole.",
+    bar = st.progress(0.0, text=f"{name}: extracting features…")
+    try:
+        run = run_experiment(
+            exp,
+            model=spec.model,
+            model_seed=spec.seed,  # a random:PRESET model is the one the Model page shows
+            out=USER_RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            progress=False,
+            log=lambda message: None,
+            on_progress=lambda fraction, message: bar.progress(fraction, text=f"{name}: {message}"),
         )
-        baselines = c2.checkbox("Random-init baseline and MDL (slower)", True, key="new_baselines")
-        if not st.button("Run", key="start_run"):
-            return
-        try:
-            exp = Experiment.load(lab_ui.ROOT / "probes" / f"{name}.toml")
-        except ValueError as e:
-            st.error(str(e))
-            return
-        if limit or not baselines:  # a changed experiment: the run records it as experiment.json
-            exp = dataclasses.replace(
-                exp,
-                max_train_sentences=int(limit) or exp.max_train_sentences,
-                random_init=exp.random_init and baselines,
-                mdl=exp.mdl and baselines,
-                source=None,
-            )
-        bar = st.progress(0.0, text=f"{name}: extracting features…")
-        try:
-            run = run_experiment(
-                exp,
-                model=spec.model,
-                model_seed=spec.seed,  # a random:PRESET model is the one the Model page shows
-                out=USER_RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                progress=False,
-                log=lambda message: None,
-                on_progress=lambda fraction, message: bar.progress(fraction, text=f"{name}: {message}"),
-            )
-        except (ValueError, FileNotFoundError) as e:  # a missing dataset or a bad model: the message says why
-            st.error(str(e))
-            return
-        bar.progress(1.0, text=f"{name}: done")
-        best = max(run.layers, key=lambda k: run.layers[k].score)
-        st.success(
-            f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
-            f"({run.layers[best].score:.3f}). Choose “Your runs” above to see it."
+    except (ValueError, FileNotFoundError) as e:  # a missing dataset or a bad model: the message says why
+        st.error(str(e))
+        return
+    bar.progress(1.0, text=f"{name}: done")
+    best = max(run.layers, key=lambda k: run.layers[k].score)
+    st.success(
+        f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
+        f"({run.layers[best].score:.3f}). Choose “Your runs” above to see it."
+    )
+
+
+LABELLED_COLUMNS = ("upos", "xpos", "deprel")  # conllu tasks that probe a column: their label table is that column
+
+
+def own_file_form(spec) -> None:
+    """A probe on the user's own file: the file, its format, the task and (conllu) the label column, the
+    label table, then the run (``quick_experiment``, as ``probing-lab probe --data FILE``) with a progress bar.
+    Bad input stops here with an error naming the problem; the run itself checks again before the model loads."""
+    st.caption(
+        "A labelled file of yours, split 80/10/10 by sentence (seed 0). Formats: conllu, tokens "
+        "(token<TAB>label), wic (sentence<TAB>index<TAB>label[<TAB>group]), sentences (sentence<TAB>label), "
+        "spans (JSON Lines). UTF-8; lines starting with # are comments."
+    )
+    picked = own_file.pick_file("own")
+    if picked is None:
+        return
+    fmt = own_file.format_choice(picked, "own_format")
+    if fmt is None:
+        return
+    tasks = list(FORMAT_TASKS.get(fmt, ()))
+    task = None
+    if len(tasks) > 1:
+        task = st.selectbox(
+            "Task",
+            tasks,
+            index=tasks.index(DEFAULT_TASK[fmt]) if DEFAULT_TASK.get(fmt) in tasks else 0,
+            key="own_task",
+            help="token_label probes the chosen label column; upos, xpos, deprel probe those columns; dep_arc "
+            "and the structural probes read the HEAD column.",
         )
+    label = None
+    if fmt == "conllu" and task in (None, "token_label"):
+        columns = own_file.summary(picked, fmt, "upos")  # which columns and features the file has
+        if columns is None:
+            return
+        options = list(columns.columns) or ["upos"]
+        label = st.selectbox(
+            "Label column",
+            options,
+            index=options.index("upos") if "upos" in options else 0,
+            key="own_label",
+            format_func=lambda c: f"{c} ({columns.columns.get(c, 0):,} tokens)",
+            help="A token without the chosen column or feature is unlabelled and skipped.",
+        )
+    tree_task = task is not None and task not in ("token_label", *LABELLED_COLUMNS) and not task.startswith("wsd_")
+    counted = task if task in LABELLED_COLUMNS else label
+    found = own_file.summary(picked, fmt, counted if fmt == "conllu" else None)
+    if found is None:
+        return
+    if tree_task:
+        st.caption(f"{found.sentences:,} sentence(s), {found.tokens:,} tokens; {task} probes the HEAD column.")
+    else:
+        own_file.show_labels(found)
+        if found.problem:
+            st.error(found.problem.replace(found.path, picked.name) if picked.data is not None else found.problem)
+            return
+    c1, c2 = st.columns(2)
+    limit = c1.number_input(
+        "Training sentences (0 = all)",
+        0,
+        1_000_000,
+        0,
+        step=500,
+        key="own_limit",
+        help="A smaller training set gives a quick first look; dev and test stay whole.",
+    )
+    baselines = c2.checkbox("Random-init baseline and MDL (slower)", True, key="own_baselines")
+    st.caption(f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}.")
+    if not st.button("Run", key="own_run"):
+        return
+    run_dir = None
+    path = picked.path
+    try:
+        if picked.data is not None:  # the upload goes into the run's own folder, with the run
+            run_dir, path = own_file.stage_upload(picked, USER_RUNS)
+        data = quick_experiment(str(path), fmt, label, task)
+        exp = Experiment.from_dict(data, where=f"your file {picked.name}")
+    except (ValueError, OSError) as e:
+        st.error(str(e))
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    exp = dataclasses.replace(
+        exp,
+        max_train_sentences=int(limit),
+        random_init=exp.random_init and baselines,
+        mdl=exp.mdl and baselines,
+    )
+    run_dir = run_dir or own_file.new_run_dir(USER_RUNS, exp.name)
+    bar = st.progress(0.0, text=f"{picked.name}: reading the file…")
+    try:
+        run = run_experiment(
+            exp,
+            model=spec.model,
+            model_seed=spec.seed,
+            out=run_dir,
+            progress=False,
+            log=lambda message: None,
+            on_progress=lambda fraction, message: bar.progress(fraction, text=f"{picked.name}: {message}"),
+        )
+    except Exception as e:  # noqa: BLE001 - the file, the split or the model: a message, never a traceback
+        known = isinstance(e, (ValueError, OSError))  # the library's own errors say what and where
+        st.error(str(e) if known else f"The run on {picked.name} failed: {type(e).__name__}: {e}")
+        if picked.data is not None and not (run_dir / "metrics.json").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)  # the staged upload of a run that did not happen
+        return
+    bar.progress(1.0, text=f"{picked.name}: done")
+    best = max(run.layers, key=lambda k: run.layers[k].score)
+    st.success(
+        f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
+        f"({run.layers[best].score:.3f}). It is shown below, with your runs."
+    )
+    # show it below: the results widgets come after this form, so their state may still be set
+    st.session_state["results_source"] = next(k for k, v in SOURCES.items() if v == USER_RUNS)
+    st.session_state["experiment"] = run.experiment
+    st.session_state["runs_of"] = (str(USER_RUNS), run.experiment)
+    st.session_state["runs"] = [str(run.path.relative_to(USER_RUNS))]
+    st.session_state.pop("confusion_run", None)
 
 
 if lab_ui.runs_allowed():
@@ -158,7 +293,7 @@ if st.session_state.get("runs_of") != (str(root), experiment):  # another folder
 chosen = st.multiselect(
     "Runs to compare (one line per model)",
     names,
-    default=names[:4],
+    default=None if "runs" in st.session_state else names[:4],  # a finished own-file run sets it (above)
     key="runs",
     format_func=lambda n: f"{n} · {runs[n].model}",
 )
