@@ -300,10 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     g = p.add_argument_group("your own file, without an experiment file (probe --data FILE --format FMT)")
     g.add_argument("--data", metavar="FILE", help="a labelled file, split 80/10/10 by sentence (seed 0)")
-    g.add_argument("--format", choices=("conllu", "tokens", "wic", "sentences"), help="the file's format")
+    g.add_argument("--format", choices=("conllu", "tokens", "wic", "sentences", "spans"), help="the file's format")
     g.add_argument("--label", help="conllu: upos (default), xpos, deprel, feats:NAME or misc:NAME")
     g.add_argument(
-        "--task", help="default: token_label (conllu, tokens), wsd_centroid (wic), sentence_label (sentences)"
+        "--task",
+        help="default: token_label (conllu, tokens), wsd_centroid (wic), sentence_label (sentences), "
+        "span_label (spans)",
     )
     g.add_argument("--layers", type=layer_list, help="e.g. 0,1,2,mix (default: the task's)")
     p.set_defaults(func=cmd_probe)

@@ -333,7 +333,7 @@ def test_dataset_table_errors_name_the_key(tmp_path):
     path = str(tokens_file(tmp_path / "a.tokens", 5))
     cases = [
         ({"format": "csv", "train": path}, None, "format must be one of"),
-        ({"format": "spans", "train": path}, None, "format 'spans' is not probed yet"),
+        ({"format": "spans", "train": path}, "token_label", "task 'token_label' does not run on a spans file"),
         ({"format": "tokens"}, None, "train must be a file path"),
         ({"format": "tokens", "train": path, "label": "upos"}, None, "label is for conllu files only"),
         ({"format": "conllu", "train": path, "label": "feats"}, None, "expected upos, xpos, deprel, feats:NAME"),
@@ -365,7 +365,7 @@ def test_the_quick_form_reports_bad_input_without_a_traceback(tmp_path, tiny, ca
     assert "missing.wic: no such wic file" in capsys.readouterr().err
 
 
-# --- readers without a task yet: sentences and spans ---------------------------------------------
+# --- the sentences and spans readers ----------------------------------------------------------------
 
 
 def test_sentences_reader_and_its_errors(tmp_path):
@@ -397,11 +397,12 @@ def test_spans_reader_embeds_each_sentence_once_and_refuses_spans_outside_it(tmp
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     sentences, examples = read_span_file(path)
     assert [s.words for s in sentences] == [rows[0]["tokens"], rows[2]["tokens"]]  # the shared sentence once
-    assert [(e.sentence, e.span1, e.span2, e.label, e.line) for e in examples] == [
-        (0, (0, 1), None, "PER", 1),
-        (0, (4, 5), None, "LOC", 2),
-        (1, (0, 1), (1, 2), "nsubj", 3),
+    assert [(e.span1, e.span2, e.label, e.line) for e in examples] == [
+        ((0, 1), None, "PER", 1),
+        ((4, 5), None, "LOC", 2),
+        ((0, 1), (1, 2), "nsubj", 3),
     ]
+    assert [[e.label for e in s.spans] for s in sentences] == [["PER", "LOC"], ["nsubj"]]
     for row, match in [
         ({"tokens": ["a", "b"], "span1": [1, 3], "label": "X"}, r"span1 \[1, 3\] is outside its sentence of 2 tokens"),
         ({"tokens": ["a", "b"], "span1": [1, 1], "label": "X"}, r"span1 \[1, 1\] is outside"),

@@ -9,7 +9,6 @@ from .brown import BROWN_UPOS, brown_upos, parse_brown, read_brown
 from .conllu import iter_conllu, parse_conllu, read_conllu
 from .files import (
     FORMATS,
-    SpanExample,
     file_record,
     iter_labelled_file,
     iter_sentence_file,
@@ -17,7 +16,7 @@ from .files import (
     read_span_file,
 )
 from .ptb import parse_mrg, read_conll2000, read_ptb, read_ptb_dependencies
-from .records import DatasetFormatError, DatasetMissingError, Sentence, Token
+from .records import DatasetFormatError, DatasetMissingError, LabelledSpan, Sentence, Token
 from .registry import PTB_SPLITS, SPLITS, load_dataset, resolve_data_dir
 from .wordnet import parse_wordnet_data, read_wordnet_examples
 from .wsd import COARSEWSD_WORDS, RAGANATO_SETS, coarsewsd_words, read_coarsewsd, read_gold_keys, read_raganato
@@ -27,12 +26,12 @@ __all__ = [
     "COARSEWSD_WORDS",
     "DatasetFormatError",
     "FORMATS",
+    "LabelledSpan",
     "DatasetMissingError",
     "PTB_SPLITS",
     "RAGANATO_SETS",
     "SPLITS",
     "Sentence",
-    "SpanExample",
     "Token",
     "brown_upos",
     "coarsewsd_words",

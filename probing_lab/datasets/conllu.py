@@ -4,7 +4,7 @@ Tokens are the syntactic words: multiword-token lines (``1-2 didn't``) and empty
 (``8.1``, enhanced-graph only) are skipped, so ``head`` values, which in UD already refer to
 word ids, stay valid. The reader checks that the remaining ids are exactly 1..n and every head
 is in 0..n, so a corrupt file fails loudly instead of giving a wrong tree.
-``Token.extra["feats"]`` holds the FEATS column when it is not ``_``.
+``Token.extra["feats"]`` and ``Token.extra["misc"]`` hold the FEATS and MISC columns when they are not ``_``.
 
 ``label`` (the own-data readers, :mod:`.files`) puts one column's value in
 ``Token.extra["token_label"]``: ``upos``, ``xpos``, ``deprel`` (as written, subtypes kept), or one
@@ -113,7 +113,7 @@ def iter_conllu(
             xpos=_opt(xpos),
             head=None if head == "_" else int(head),
             deprel=_opt(deprel),
-            extra={"feats": feats} if feats != "_" else {},
+            extra={key: value for key, value in (("feats", feats), ("misc", cols[9])) if value != "_"},
         )
         if column is not None:
             value = _opt(cols[column]) if feature is None else _feature(cols[column], feature, f"{name}:{lineno}")

@@ -21,11 +21,11 @@ Formats and where the label goes:
   ``Sentence.label`` (the ``sentence_label`` task); :func:`iter_sentence_file` yields
   ``(line, Sentence, label)``.
 
-A reader without a probe yet (the span task will use it):
-
 * ``spans``: JSON Lines, ``{"tokens": [...], "span1": [start, end], "span2": [start, end],
-  "label": "..."}`` (end exclusive, ``span2`` optional, other keys ignored); :func:`read_span_file`
-  returns the distinct sentences (each once) and the :class:`SpanExample` list pointing into them.
+  "label": "..."}`` (end exclusive, ``span2`` optional, other keys ignored), the ``span_label``
+  task; :func:`read_span_file` returns the distinct sentences, each once with its examples in
+  ``Sentence.spans`` (:class:`LabelledSpan`). Examples of one sentence may be anywhere in the file,
+  so this reader holds the whole file (the others stream).
 
 A sentence longer than ``max_tokens`` (default :data:`MAX_TOKENS`) is refused with its line: in
 practice it is a ``tokens`` file whose blank lines are missing, and it would not fit a probe's batch.
@@ -35,15 +35,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 from .conllu import iter_conllu
-from .records import DatasetFormatError, Sentence, Token
+from .records import DatasetFormatError, LabelledSpan, Sentence, Token
 
 FORMATS = ("conllu", "tokens", "wic", "sentences", "spans")
-READABLE = ("conllu", "tokens", "wic", "sentences")  # the formats with a task; spans come with theirs
 MAX_TOKENS = 1000
 UNLABELLED = "_"
 
@@ -168,8 +166,8 @@ def iter_labelled_file(
 ) -> Iterator[tuple[int, Sentence]]:
     """``(first line, Sentence)`` of a labelled file, one sentence at a time (see the module docstring)."""
     path = Path(path)
-    if format not in READABLE:
-        raise ValueError(f"format {format!r} has no reader yet; choose one of {list(READABLE)}")
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; choose one of {list(FORMATS)}")
     if label is not None and format != "conllu":
         raise ValueError(f"label = {label!r} is for conllu files only (a {format} file has one label column)")
     if not path.is_file():
@@ -181,6 +179,9 @@ def iter_labelled_file(
     elif format == "sentences":
         for line, sentence, _ in iter_sentence_file(path, max_tokens):
             yield line, sentence
+    elif format == "spans":
+        for sentence in read_span_file(path, max_tokens)[0]:
+            yield sentence.spans[0].line, sentence
     else:
         for start, sentence in iter_conllu(_lines(path), str(path), path.name, label or "upos"):
             if len(sentence.tokens) > max_tokens:
@@ -213,18 +214,6 @@ def iter_sentence_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> Iterat
         yield lineno, sentence, label
 
 
-@dataclass(frozen=True)
-class SpanExample:
-    """One line of a ``spans`` file: its sentence (an index into the distinct sentences), one or two
-    spans ``(start, end)`` (end exclusive, 0-based token positions) and the label."""
-
-    sentence: int
-    span1: tuple[int, int]
-    span2: Optional[tuple[int, int]]
-    label: str
-    line: int
-
-
 def _span(path: Path, lineno: int, key: str, value, n: int) -> tuple[int, int]:
     ok = isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
     if not ok:
@@ -238,14 +227,16 @@ def _span(path: Path, lineno: int, key: str, value, n: int) -> tuple[int, int]:
     return start, end
 
 
-def read_span_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> tuple[list[Sentence], list[SpanExample]]:
-    """The distinct sentences of a ``spans`` file (first line each) and its examples, in file order."""
+def read_span_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> tuple[list[Sentence], list[LabelledSpan]]:
+    """The distinct sentences of a ``spans`` file, each once (in the order they first appear), with
+    their examples in ``Sentence.spans``; and all examples in file order. A sentence is the same when
+    its token list is: it is embedded once, however many lines it has."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spans file")
     sentences: list[Sentence] = []
     index: dict[tuple, int] = {}
-    examples: list[SpanExample] = []
+    examples: list[LabelledSpan] = []
     for lineno, line in enumerate(_lines(path), 1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -273,7 +264,9 @@ def read_span_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> tuple[list
         if key not in index:
             index[key] = len(sentences)
             sentences.append(Sentence([Token(form=w) for w in words], f"{path.name}:{lineno}", path.name))
-        examples.append(SpanExample(index[key], span1, span2, label, lineno))
+        example = LabelledSpan(span1, span2, label, lineno)
+        sentences[index[key]].spans.append(example)
+        examples.append(example)
     if not examples:
         raise DatasetFormatError(f"{path}: no examples (the file is empty, or holds only comments and blank lines)")
     return sentences, examples

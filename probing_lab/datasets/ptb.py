@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
-from .records import DatasetFormatError, Sentence, Token
+from .records import DatasetFormatError, LabelledSpan, Sentence, Token
 
 BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LCB-": "{", "-RCB-": "}", "-LSB-": "[", "-RSB-": "]"}
 _TREE_TOKEN = re.compile(r"\(|\)|[^\s()]+")
@@ -73,6 +73,21 @@ def _preterminals(node: list, depth: int) -> Iterator[tuple[str, str, int]]:
             yield from _preterminals(child, depth + 1)
 
 
+def _phrases(node: list, start: int, out: dict) -> int:
+    """Record ``(start, end) -> label`` of every phrasal node under ``node`` (positions over the
+    words without traces; the upper label of a unary chain wins); returns the node's word count."""
+    children = node[1:]
+    if len(children) == 1 and isinstance(children[0], str):
+        return 0 if node[0] == "-NONE-" else 1
+    n = start
+    for child in children:
+        if isinstance(child, list):
+            n += _phrases(child, n, out)
+    if n > start and node[0]:
+        out[(start, n)] = node[0]  # after its children: the upper node of a unary chain wins
+    return n - start
+
+
 def parse_mrg(text: str, source: str = "ptb", doc: str = "mrg") -> list[Sentence]:
     """``.mrg`` text -> one Sentence per tree; ``-NONE-`` traces dropped.
 
@@ -82,6 +97,10 @@ def parse_mrg(text: str, source: str = "ptb", doc: str = "mrg") -> list[Sentence
     around each tree is dropped, as NLTK does, so the root's children have depth 1 and in
     ``( (S (NP (NNP Vinken)) (VP (VBZ is)) (. .)) )`` Vinken has depth 2, is 2, ``.`` 1.
     Traces are removed after depths are computed, which changes no other token's depth.
+
+    ``Sentence.spans`` holds the constituents: every phrasal node as ``(start, end)`` over the
+    words without traces (a node of traces only is none), labelled as written (``NP-SBJ-1``; the
+    upper node of a unary chain).
     """
     sentences = []
     for k, tree in enumerate(_parse_trees(text, doc)):
@@ -92,7 +111,10 @@ def parse_mrg(text: str, source: str = "ptb", doc: str = "mrg") -> list[Sentence
             for word, tag, depth in _preterminals(tree, 0)
             if tag != "-NONE-"
         ]
-        sentences.append(Sentence(tokens, f"{doc}/{k}", source))
+        phrases: dict = {}
+        _phrases(tree, 0, phrases)
+        spans = [LabelledSpan(span, None, label) for span, label in sorted(phrases.items())]
+        sentences.append(Sentence(tokens, f"{doc}/{k}", source, spans=spans))
     return sentences
 
 

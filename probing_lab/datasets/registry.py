@@ -27,6 +27,7 @@ from .conllu import read_conllu
 from .ptb import read_conll2000, read_ptb, read_ptb_dependencies
 from .records import DatasetMissingError, Sentence
 from .sentence_tasks import DERIVED, derive
+from .span_tasks import SPAN_DATASETS, load_span_dataset
 from .wordnet import read_sense_index, read_wordnet_examples
 from .wsd import COARSEWSD_WORDS, RAGANATO_SETS, read_coarsewsd, read_raganato
 
@@ -47,6 +48,7 @@ SPLITS: dict[str, tuple[str | None, ...]] = {
     "ewt-bigram-shift": ("train", "dev", "test"),
     "ewt-tense": ("train", "dev", "test"),
     "ewt-subj-number": ("train", "dev", "test"),
+    **{name: ("train", "dev", "test") for name in SPAN_DATASETS},  # labelled spans (span_tasks)
 }
 # The files of each probe dataset under a data directory, all splits: what must never enter an LM
 # pretraining corpus (probing_lab.training.exclusions reads them). Brown and WordNet are corpus
@@ -156,11 +158,15 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
     ``coarsewsd`` splits are ``<word>/<train|test>`` or ``all/<train|test>`` (the 20 words in turn).
     ``ewt-sentence-length``, ``ewt-bigram-shift``, ``ewt-tense`` and ``ewt-subj-number`` are EWT's
     sentences labelled for a sentence task (``Sentence.label``; see ``sentence_tasks``).
+    ``ptb-constituents``, ``conll2000-chunks``, ``gum-entities``, ``gum-coref`` and
+    ``ewt-deprel-spans`` are labelled spans for the span task (``Sentence.spans``; see ``span_tasks``).
     Raises ValueError for an unknown name or split, DatasetMissingError when files are missing.
     """
     _check_split(name, split)
     if name in DERIVED:  # a sentence task made from another dataset (probing_lab.datasets.sentence_tasks)
         return derive(name, load_dataset(DERIVED[name][0], split, data_dir), split)
+    if name in SPAN_DATASETS:  # labelled spans made from another dataset (probing_lab.datasets.span_tasks)
+        return load_span_dataset(name, split, lambda base, part: load_dataset(base, part, data_dir))
     root, how = resolve_data_dir(data_dir)
     f = lambda *parts: _file(name, split, root, how, *parts)  # noqa: E731
     if name in ("ewt", "gum"):

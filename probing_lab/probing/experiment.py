@@ -6,7 +6,8 @@ Experiment file (see ``probes/*.toml``)::
     task = "upos"              # upos | xpos | deprel | const_depth | subject_number | dep_arc |
                                # structural_distance | structural_depth | wsd_centroid | wsd_linear |
                                # sentence_label (ewt-sentence-length, ewt-bigram-shift, ewt-tense,
-                               # ewt-subj-number, or a sentences file)
+                               # ewt-subj-number, or a sentences file) | span_label (ptb-constituents,
+                               # conll2000-chunks, gum-entities, gum-coref, ewt-deprel-spans, or a spans file)
     dataset = "ewt"            # a name known to probing_lab.datasets.load_dataset, or a table (below)
     train = "train"            # splits (for WSD sets: e.g. "bank/train")
     dev = "dev"
@@ -27,7 +28,7 @@ Experiment file (see ``probes/*.toml``)::
 Your own files (``probing_lab.probing.own_data``, readers in ``probing_lab.datasets.files``)::
 
     [dataset]
-    format = "conllu"          # conllu | tokens | wic | sentences (spans: a reader only, no task yet)
+    format = "conllu"          # conllu | tokens | wic | sentences | spans
     train = "data/train.conllu" # relative to the experiment file's folder, or absolute
     dev = "data/dev.conllu"    # optional; a missing dev/test is carved from train (10% each, by
     test = "data/test.conllu"  #   sentence, with the experiment's seed; the split goes to split.json)
@@ -36,7 +37,7 @@ Your own files (``probing_lab.probing.own_data``, readers in ``probing_lab.datas
 
 With a table, ``task`` defaults to ``token_label`` (conllu, tokens: the file's label, tokens without
 one skipped) or ``wsd_centroid`` (wic; ``wsd_linear`` too: the group is the lemma) or ``sentence_label``
-(sentences: ``sentence<TAB>label``); a conllu file
+(sentences: ``sentence<TAB>label``) or ``span_label`` (spans: JSON Lines); a conllu file
 also runs ``upos``, ``xpos``, ``deprel``, ``dep_arc`` and the structural probes; ``name`` defaults to
 the train file's stem; the top-level ``train``/``dev``/``test`` keys are not used. The run directory
 records each file's path, size and SHA-256 (``metrics.json`` ``files``), the split (``split.json``:

@@ -19,19 +19,26 @@ from typing import Optional
 import numpy as np
 
 from ..datasets.conllu import check_label
-from ..datasets.files import FORMATS, MAX_TOKENS, READABLE, file_record, read_labelled_file
+from ..datasets.files import FORMATS, MAX_TOKENS, file_record, read_labelled_file
 from ..datasets.records import DatasetFormatError
 from . import tasks as T
 
 ROLES = ("train", "dev", "test")
 TABLE_KEYS = ("format", "train", "dev", "test", "label", "max_tokens")
-DEFAULT_TASK = {"conllu": "token_label", "tokens": "token_label", "wic": "wsd_centroid", "sentences": "sentence_label"}
+DEFAULT_TASK = {
+    "conllu": "token_label",
+    "tokens": "token_label",
+    "wic": "wsd_centroid",
+    "sentences": "sentence_label",
+    "spans": "span_label",
+}
 STRUCTURAL = ("structural_distance", "structural_depth")
 FORMAT_TASKS = {
     "conllu": ("token_label", "upos", "xpos", "deprel", "dep_arc", *STRUCTURAL),
     "tokens": ("token_label",),
     "wic": ("wsd_centroid", "wsd_linear"),
     "sentences": ("sentence_label",),
+    "spans": ("span_label",),
 }
 
 
@@ -45,8 +52,6 @@ def check_dataset_table(table: dict, task: Optional[str], where: str, base_dir: 
     fmt = table.get("format")
     if fmt not in FORMATS:
         raise ValueError(f"{where} [dataset]: format must be one of {list(FORMATS)}, got {fmt!r}")
-    if fmt not in READABLE:
-        raise ValueError(f"{where} [dataset]: format {fmt!r} is not probed yet; choose one of {list(READABLE)}")
     out = {"format": fmt}
     for role in ROLES:
         value = table.get(role)
@@ -120,6 +125,8 @@ def load_file_dataset(exp) -> FileDataset:
     read = {role: read_labelled_file(table[role], fmt, label, max_tokens) for role in ROLES if role in table}
     files = [{"role": role, **file_record(table[role])} for role in read]
     _check_labels(exp.task, read["train"][0], table["train"])
+    if exp.task in T.SPAN_TASKS:
+        _check_span_kinds(read)
     missing = [role for role in ("dev", "test") if role not in read]
     sentences, how, lines = {}, {}, {}
     if missing:
@@ -158,12 +165,19 @@ def _labels(task: str, sentences) -> list:
         return T.token_labels(sentences, task)
     if task in T.SENTENCE_TASKS:
         return [s.label for s in sentences]
+    if task in T.SPAN_TASKS:
+        return [span.label for s in sentences for span in s.spans]
     return []  # dep_arc, structural: heads, checked elsewhere
+
+
+def _labelled_task(task: str) -> bool:
+    """A task with labels to count (the tree tasks have heads instead)."""
+    return task in T.TOKEN_TASKS or task in T.SENTENCE_TASKS or task in T.SPAN_TASKS or task.startswith("wsd_")
 
 
 def _check_labels(task: str, sentences, where: str) -> None:
     labels = [label for label in _labels(task, sentences) if label is not None]
-    if task not in T.TOKEN_TASKS and task not in T.SENTENCE_TASKS and not task.startswith("wsd_"):
+    if not _labelled_task(task):
         return
     if not labels:
         raise DatasetFormatError(f"{where}: no labelled token (every label is '_'): nothing to probe")
@@ -178,10 +192,26 @@ def _check_labels(task: str, sentences, where: str) -> None:
         return
     counts = Counter(labels)
     if len(counts) < 2:
-        what = "sentence" if task in T.SENTENCE_TASKS else "labelled token"
+        what = "sentence" if task in T.SENTENCE_TASKS else "span" if task in T.SPAN_TASKS else "labelled token"
         raise DatasetFormatError(
             f"{where}: every {what} has the label {next(iter(counts))!r}: nothing to probe "
             "(a probe needs at least two labels)"
+        )
+
+
+def _check_span_kinds(read: dict) -> None:
+    """Every example of a span task has one span, or every one has two: a probe reads one kind."""
+    kinds = {
+        role: {(e.span2 is not None): e.line for s in sentences for e in s.spans}
+        for role, (sentences, _) in read.items()
+    }
+    both = {kind for found in kinds.values() for kind in found}
+    if len(both) > 1:
+        pair = next((role, found[True]) for role, found in kinds.items() if True in found)
+        single = next((role, found[False]) for role, found in kinds.items() if False in found)
+        raise DatasetFormatError(
+            f"line {pair[1]} of the {pair[0]} file has span2, line {single[1]} of the {single[0]} file has not: "
+            "a task probes single spans or span pairs, not both (put them in two files)"
         )
 
 
@@ -218,7 +248,7 @@ def _check_trees(sentences, lines, path: str) -> None:
 def unseen_labels(task: str, sentences: dict) -> Optional[dict]:
     """Test labels never seen in training (scored as wrong): their count, the test total and the
     most frequent ones. WSD counts a (group, label) pair the group never had in training."""
-    if task not in T.TOKEN_TASKS and task not in T.SENTENCE_TASKS and not task.startswith("wsd_"):
+    if not _labelled_task(task):
         return None
     train = {label for label in _labels(task, sentences["train"]) if label is not None}
     test = [label for label in _labels(task, sentences["test"]) if label is not None]

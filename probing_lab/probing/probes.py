@@ -83,19 +83,24 @@ def config_from_dict(cls, data: dict, where: str):
     return cls(**data)
 
 
+def classifier(dim: int, n_classes: int, config: ProbeConfig) -> nn.Module:
+    """The probe's classifier on ``dim`` features: linear, an MLP with one hidden layer, or a
+    linear map through a rank bottleneck (``config.kind``)."""
+    if config.kind == "linear":
+        return nn.Linear(dim, n_classes)
+    if config.kind == "mlp":
+        return nn.Sequential(
+            nn.Linear(dim, config.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(config.hidden, n_classes)
+        )
+    return nn.Sequential(nn.Linear(dim, config.rank, bias=False), nn.Linear(config.rank, n_classes))
+
+
 class _Probe(nn.Module):
     def __init__(self, dim: int, n_classes: int, config: ProbeConfig, n_layers: int = 1):
         super().__init__()
         self.mix_weights = nn.Parameter(torch.zeros(n_layers)) if config.mix else None
         self.gamma = nn.Parameter(torch.ones(())) if config.mix else None
-        if config.kind == "linear":
-            self.net = nn.Linear(dim, n_classes)
-        elif config.kind == "mlp":
-            self.net = nn.Sequential(
-                nn.Linear(dim, config.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(config.hidden, n_classes)
-            )
-        else:
-            self.net = nn.Sequential(nn.Linear(dim, config.rank, bias=False), nn.Linear(config.rank, n_classes))
+        self.net = classifier(dim, n_classes, config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mix_weights is not None:
@@ -141,6 +146,34 @@ def _standardise(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean[0], std[0]
 
 
+def train_with_early_stopping(module: nn.Module, optimizer, run_epoch, dev_accuracy, config: ProbeConfig):
+    """Up to ``config.epochs`` calls of ``run_epoch()``; after each, ``dev_accuracy()`` (in eval mode,
+    without gradients). Stops after ``patience`` epochs without a better dev score; each such epoch
+    multiplies AdamW's learning rate by ``lr_decay`` (a plateau: smaller steps settle into the
+    optimum). Leaves ``module`` at its best epoch; returns (best dev accuracy, epochs run, history)."""
+    best, best_state, bad, history = -1.0, None, 0, []
+    epochs_run = 0
+    for epoch in range(1, config.epochs + 1):
+        epochs_run = epoch  # the epoch that stopped it, or the last one
+        module.train()
+        run_epoch()
+        module.eval()
+        with torch.no_grad():
+            acc = dev_accuracy()
+        history.append(acc)
+        if acc > best + 1e-5:
+            best, best_state, bad = acc, copy.deepcopy(module.state_dict()), 0
+        else:
+            bad += 1
+            if bad >= config.patience:
+                break
+            if config.optimizer == "adamw":
+                for group in optimizer.param_groups:
+                    group["lr"] *= config.lr_decay
+    module.load_state_dict(best_state)
+    return best, epochs_run, history
+
+
 def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig()) -> TrainedProbe:
     """Train on ``(X, y)``; keep the epoch with the best dev accuracy."""
     X_t = torch.as_tensor(np.asarray(X), dtype=torch.float32)
@@ -171,36 +204,24 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
         loss.backward()
         return loss
 
-    best, best_state, bad, history = -1.0, None, 0, []
-    epochs_run = 0
     batch_size = min(config.batch_size, max(32, len(X_t) // 16))  # small sets still get enough updates
-    for epoch in range(1, config.epochs + 1):
-        epochs_run = epoch  # the epoch that stopped it, or the last one
-        module.train()
+
+    def run_epoch() -> None:
         if config.optimizer == "lbfgs":
             optimizer.step(full_batch_loss)
-        else:
-            order = torch.randperm(len(X_t), generator=g)
-            for i in range(0, len(order), batch_size):
-                idx = order[i : i + batch_size]
-                loss = F.cross_entropy(module(X_t[idx]), y_t[idx])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-        module.eval()
-        with torch.no_grad():
-            acc = float((module(Xd).argmax(-1) == yd).float().mean()) if len(yd) else 0.0
-        history.append(acc)
-        if acc > best + 1e-5:
-            best, best_state, bad = acc, copy.deepcopy(module.state_dict()), 0
-        else:
-            bad += 1
-            if bad >= config.patience:
-                break
-            if config.optimizer == "adamw":
-                for group in optimizer.param_groups:  # a plateau: smaller steps settle into the optimum
-                    group["lr"] *= config.lr_decay
-    module.load_state_dict(best_state)
+            return
+        order = torch.randperm(len(X_t), generator=g)
+        for i in range(0, len(order), batch_size):
+            idx = order[i : i + batch_size]
+            loss = F.cross_entropy(module(X_t[idx]), y_t[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    def dev_accuracy() -> float:
+        return float((module(Xd).argmax(-1) == yd).float().mean()) if len(yd) else 0.0
+
+    best, epochs_run, history = train_with_early_stopping(module, optimizer, run_epoch, dev_accuracy, config)
     return TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)
 
 
@@ -212,16 +233,19 @@ def online_codelength(
     n_classes: int,
     config: ProbeConfig = ProbeConfig(),
     fractions: tuple = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0),
+    fit=None,
 ) -> dict:
     """Online code (Voita & Titov 2020): the first block is sent with a uniform code, every next
     block with a probe trained on all blocks before it. Returns bits and the compression
-    against the uniform code. ``X, y`` should be in a random order."""
+    against the uniform code. ``X, y`` should be in a random order. ``fit``: the probe family's
+    trainer (default :func:`fit_probe`; the span probe passes its own, with ``X`` its inputs)."""
+    fit = fit or fit_probe
     n = len(y)
     cuts = sorted({max(2, int(round(f * n))) for f in fractions} | {n})
     y = np.asarray(y)
     bits = cuts[0] * math.log2(n_classes)
     for start, end in zip(cuts[:-1], cuts[1:]):
-        probe = fit_probe(X[:start], y[:start], X_dev, y_dev, n_classes, config)
+        probe = fit(X[:start], y[:start], X_dev, y_dev, n_classes, config)
         p = probe.predict_proba(X[start:end])[np.arange(end - start), y[start:end]]
         bits += float(-np.log2(np.clip(p, 1e-12, 1.0)).sum())
     uniform = n * math.log2(n_classes)

@@ -14,6 +14,10 @@ Sentence tasks (``sentence_label``: ``Sentence.label``, from a ``sentences`` fil
 dataset) have their own control, :func:`length_control_labels`: one fixed random label per
 sentence-length bucket (``datasets.sentence_tasks.length_bin``), drawn the same way.
 
+Span tasks (``span_label``, edge probing: ``Sentence.spans``, from a ``spans`` file or a span
+dataset) have :func:`span_control_labels`: one fixed random label per span's head word type (per
+pair of head word types for span pairs), the head being :func:`span_head`.
+
 Tree tasks (Hewitt & Manning 2019) work from heads: :func:`tree_distances`, :func:`tree_depths`,
 :func:`uuas` (minimum spanning tree of predicted distances against gold edges, punctuation
 excluded), :func:`spearman_by_length` (averaged per sentence, then over lengths 5-50).
@@ -31,6 +35,7 @@ from ..datasets.sentence_tasks import length_bin
 
 TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth", "subject_number", "token_label")
 SENTENCE_TASKS = ("sentence_label",)
+SPAN_TASKS = ("span_label",)
 # only some tokens are labelled (the verb; a file's tokens labelled "_" or without the feature); the others are skipped
 SPARSE_TASKS = ("subject_number", "token_label")
 
@@ -116,6 +121,36 @@ def length_control_labels(lengths: Sequence[int], train_labels: Sequence[str], s
     """The sentence tasks' control: every sentence-length bucket gets one fixed random label, drawn
     from the training label distribution (:func:`control_labels` on the buckets' names)."""
     return control_labels([f"length {length_bin(n)}" for n in lengths], train_labels, seed)
+
+
+def span_head(sentence, span: tuple[int, int]) -> int:
+    """The head token of a span (0-based): with dependency heads, the first token whose head lies
+    outside the span (its syntactic head); without them (PTB trees, chunks, a spans file), the
+    span's last token, which is the head of most English noun phrases."""
+    start, end = span
+    for i in range(start, end):
+        head = sentence.tokens[i].head
+        if head is None:
+            break
+        if not start < head <= end:  # 1-based head outside the span (or the root)
+            return i
+    return end - 1
+
+
+def span_head_words(sentences) -> list[str]:
+    """Per labelled span (all sentences, in order), its head word lowercased; ``"a -> b"`` for a pair."""
+    out = []
+    for s in sentences:
+        for example in s.spans:
+            words = [s.tokens[span_head(s, span)].form.lower() for span in (example.span1, example.span2) if span]
+            out.append(" -> ".join(words))
+    return out
+
+
+def span_control_labels(sentences, train_labels: Sequence[str], seed: int = 0) -> list[str]:
+    """The span tasks' control: every head word type (pair of types) gets one fixed random label
+    from the training label distribution (:func:`control_labels` on :func:`span_head_words`)."""
+    return control_labels(span_head_words(sentences), train_labels, seed)
 
 
 def majority_per_type(train_words: Sequence[str], train_labels: Sequence[str], words: Sequence[str]) -> list[str]:

@@ -5,7 +5,7 @@ extras, and calls ``report.layer_done(message)`` after each layer (see ``experim
 
 from __future__ import annotations
 
-from . import arc, sentence, structural, token, wsd
+from . import arc, sentence, span, structural, token, wsd
 
-RUNNERS = {task: family.run for family in (token, sentence, arc, structural, wsd) for task in family.TASKS}
+RUNNERS = {task: family.run for family in (token, sentence, span, arc, structural, wsd) for task in family.TASKS}
 TASKS = tuple(RUNNERS)

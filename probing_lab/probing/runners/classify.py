@@ -1,5 +1,6 @@
-"""One layer of a classification probe, shared by the token and sentence tasks: the probe's test
-score and confusion, the control task's score, selectivity and MDL, and the task's online-code MDL."""
+"""One layer of a classification probe, shared by the token, sentence and span tasks: the probe's
+test score and confusion, the control task's score, selectivity and MDL, and the task's online-code
+MDL."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from .. import tasks as T
 from ..probes import fit_probe, online_codelength
 
 
-def classify_layer(X: dict, y: dict, control: dict, n_labels: int, config, order: np.ndarray, mdl: bool) -> dict:
+def classify_layer(
+    X: dict, y: dict, control: dict, n_labels: int, config, order: np.ndarray, mdl: bool, fit=fit_probe
+) -> dict:
     """``X``/``y``/``control``: train, dev and test vectors, labels and control labels (``control``
-    empty: no control task); ``order``: the training rows' order for the online code."""
+    empty: no control task); ``order``: the training rows' order for the online code; ``fit``: the
+    probe family's trainer (``fit_probe``, or ``fit_span_probe`` with span inputs as ``X``)."""
     t0 = time.perf_counter()
-    probe = fit_probe(X["train"], y["train"], X["dev"], y["dev"], n_labels, config)
+    probe = fit(X["train"], y["train"], X["dev"], y["dev"], n_labels, config)
     predicted = probe.predict(X["test"])
     entry = {
         "score": float((predicted == y["test"]).mean()),
@@ -28,15 +32,15 @@ def classify_layer(X: dict, y: dict, control: dict, n_labels: int, config, order
     if mix is not None:
         entry["mix_weights"] = mix
     if control:
-        cprobe = fit_probe(X["train"], control["train"], X["dev"], control["dev"], n_labels, config)
+        cprobe = fit(X["train"], control["train"], X["dev"], control["dev"], n_labels, config)
         entry["control_score"] = cprobe.accuracy(X["test"], control["test"])
         entry["selectivity"] = entry["score"] - entry["control_score"]
     if mdl:
         X_ordered = X["train"][order]
-        entry.update(online_codelength(X_ordered, y["train"][order], X["dev"], y["dev"], n_labels, config))
+        entry.update(online_codelength(X_ordered, y["train"][order], X["dev"], y["dev"], n_labels, config, fit=fit))
         if control:
             entry["control_mdl_bits"] = online_codelength(
-                X_ordered, control["train"][order], X["dev"], control["dev"], n_labels, config
+                X_ordered, control["train"][order], X["dev"], control["dev"], n_labels, config, fit=fit
             )["mdl_bits"]
     entry["seconds"] = round(time.perf_counter() - t0, 2)
     return entry

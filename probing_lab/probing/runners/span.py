@@ -1,0 +1,81 @@
+"""Span tasks (``span_label``, edge probing): the labelled spans of each sentence
+(``Sentence.spans``: one span, or a pair) probed per layer by :mod:`..span_probe` (endpoints and
+a learned attention pool per span, then a linear or MLP classifier); the control task gives every
+head word type (pair of types) one fixed random label (``tasks.span_control_labels``), with
+selectivity; online-code MDL when ``mdl = true`` (it trains the span probe 11 more times per
+layer); the majority label of the training set as the simple baseline.
+
+``run(exp, splits, with_controls, report) -> (metrics per layer, extra)``."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .. import tasks as T
+from ..span_probe import SpanInputs, fit_span_probe
+from .classify import classify_layer
+
+TASKS = T.SPAN_TASKS
+
+
+def span_rows(split) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """The split's spans as rows ``[start, end)`` of its token matrix (``span2`` None when no
+    example has a second span), and their labels. Single spans and pairs mixed is an error."""
+    offsets = split.features.offsets
+    first, second, labels = [], [], []
+    for i, sentence in enumerate(split.sentences):
+        for example in sentence.spans:
+            first.append((offsets[i] + example.span1[0], offsets[i] + example.span1[1]))
+            if example.span2 is not None:
+                second.append((offsets[i] + example.span2[0], offsets[i] + example.span2[1]))
+            labels.append(example.label)
+    if not labels:
+        raise ValueError(f"no labelled span in {split.sentences[0].source if split.sentences else 'the split'}")
+    if second and len(second) != len(first):
+        raise ValueError(
+            f"{split.sentences[0].source}: {len(second)} of {len(first)} examples have span2: a task probes "
+            "single spans or span pairs, not both (put them in two files)"
+        )
+    rows = lambda pairs: np.asarray(pairs, dtype=np.int64).reshape(-1, 2)  # noqa: E731
+    return rows(first), (rows(second) if second else None), labels
+
+
+def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
+    spans = {r: span_rows(s) for r, s in splits.items()}
+    pairs = {r: v[1] is not None for r, v in spans.items()}
+    if len(set(pairs.values())) > 1:
+        raise ValueError(f"span pairs in {[r for r, p in pairs.items() if p]} only: every split needs the same kind")
+    labels = {r: v[2] for r, v in spans.items()}
+    index = T.LabelIndex(labels["train"])
+    y = {r: index.encode(l) for r, l in labels.items()}
+    control = {}
+    if with_controls and exp.control:
+        control = {
+            r: index.encode(T.span_control_labels(s.sentences, labels["train"], exp.seed)) for r, s in splits.items()
+        }
+    order = np.random.default_rng(exp.seed).permutation(len(y["train"]))
+    results = {}
+    for key in exp.layer_keys:
+        config = exp.probe_config(mix=key == "mix")
+        X = {r: SpanInputs(splits[r].layer(key), spans[r][0], spans[r][1]) for r in ("train", "dev", "test")}
+        entry = classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probe)
+        report.layer_done(
+            f"  layer {key}: score {entry['score']:.4f}"
+            + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
+        )
+        results[key] = entry
+        del X
+    majority = index.labels[0]
+    lengths = Counter(int(e - s) for s, e in spans["train"][0])
+    extra = {
+        "majority": T.accuracy([majority] * len(labels["test"]), labels["test"]),
+        "majority_is": f"the most frequent training label ({majority!r})",
+        "span_pairs": pairs["train"],
+        "n_labels": len(index),
+        "labels": index.labels,
+        "spans": {r: int(len(v)) for r, v in y.items()},
+        "mean_span_length": round(sum(k * v for k, v in lengths.items()) / sum(lengths.values()), 2),
+    }
+    return results, extra

@@ -1,0 +1,267 @@
+"""Edge probing (span_label): the span datasets made from the treebanks, the span probe on planted
+properties, the control and head words, and spans files end to end from the shell."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY_MODEL, shared_dir
+
+from probing_lab.cli import main
+from probing_lab.datasets import load_dataset
+from probing_lab.datasets.ptb import parse_mrg
+from probing_lab.datasets.records import LabelledSpan, Sentence, Token
+from probing_lab.datasets.span_tasks import (
+    NONE,
+    category,
+    chunk_spans,
+    constituents,
+    coreference,
+    dependency_spans,
+    mentions,
+)
+from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
+from probing_lab.probing import tasks as T
+from probing_lab.probing.probes import ProbeConfig, online_codelength
+from probing_lab.probing.runs import report
+from probing_lab.probing.span_probe import SpanInputs, fit_span_probe
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    model = ElmoBiLM(ElmoOptions.from_dict(TINY_MODEL))
+    model.reset_parameters(torch.Generator().manual_seed(0))
+    return str(save_checkpoint(model, tmp_path_factory.mktemp("model") / "tiny"))
+
+
+@pytest.fixture(scope="module")
+def data_dir():
+    shared = shared_dir()
+    if shared is None or not (shared / "datasets" / "ud-english-gum").is_dir():
+        pytest.skip("the treebanks are not found: set PROBING_LAB_SHARED to the team's shared/ folder")
+    return shared / "datasets"
+
+
+# --- span datasets -------------------------------------------------------------------------------
+
+
+def test_constituents_are_the_phrasal_nodes_without_traces():
+    tree = "( (S (NP-SBJ (NNP Vinken)) (VP (VBZ is) (NP-PRD (DT a) (NN director)) (-NONE- *T*-1)) (. .)) )"
+    (s,) = parse_mrg(tree)
+    assert s.words == ["Vinken", "is", "a", "director", "."]
+    assert [(e.span1, e.label) for e in s.spans] == [
+        ((0, 1), "NP-SBJ"),
+        ((0, 5), "S"),
+        ((1, 4), "VP"),  # the trace adds no word
+        ((2, 4), "NP-PRD"),
+    ]
+    unary = parse_mrg("( (S (VP (VB Go)) (. .)) )")[0]
+    assert [(e.span1, e.label) for e in unary.spans] == [((0, 1), "VP"), ((0, 2), "S")]
+    (labelled,) = constituents([s], seed=0)
+    gold = [(e.span1, e.label) for e in labelled.spans if e.label != NONE]
+    assert gold == [((0, 1), "NP"), ((0, 5), "S"), ((1, 4), "VP"), ((2, 4), "NP")]
+    negatives = [e.span1 for e in labelled.spans if e.label == NONE]
+    assert len(negatives) == 1 and negatives[0][1] - negatives[0][0] >= 2  # half of the 3 spans of 2+ words
+    assert negatives[0] not in {e.span1 for e in s.spans}
+    assert [category(x) for x in ("NP-SBJ-1", "S=2", "-NONE-", "PRP$")] == ["NP", "S", "-NONE-", "PRP$"]
+
+
+def test_chunks_from_bio_tags():
+    tags = ["B-NP", "I-NP", "B-VP", "O", "I-PP", "B-NP", "I-ADJP"]
+    got = [(e.span1, e.label) for e in chunk_spans(tags)]
+    assert got == [((0, 2), "NP"), ((2, 3), "VP"), ((4, 5), "PP"), ((5, 6), "NP"), ((6, 7), "ADJP")]
+
+
+def _gum(misc: list[str], id="GUM_doc_a-1", heads=None) -> Sentence:
+    tokens = [Token(form=f"w{i}", extra={"misc": m} if m != "_" else {}) for i, m in enumerate(misc)]
+    for t, h in zip(tokens, heads or []):
+        t.head, t.deprel = h, "dep"
+    return Sentence(tokens, id, "gum")
+
+
+def test_gum_mentions_follow_the_bracket_notation():
+    s = _gum(
+        [
+            "Entity=(1-person-new-cf1-1-sgl)|SpaceAfter=No",  # one-token mention
+            "Entity=(2-abstract-giv:act-cf2-1-coref",  # opens 2
+            "_",
+            "Entity=(7-place-new-x-coref(3-object-new-y-coref)",  # opens 7, a one-token 3
+            "Entity=7)2)",  # closes 7 then 2
+            "Entity=(4-time-new-z",  # never closed: dropped
+        ]
+    )
+    assert mentions(s) == [(0, 1, "1", "person"), (1, 5, "2", "abstract"), (3, 4, "3", "object"), (3, 5, "7", "place")]
+
+
+def test_coreference_pairs_are_balanced_and_span_two_sentences():
+    first = _gum(["Entity=(1-person-a)", "_", "Entity=(2-place-b)"], "GUM_doc_a-1")
+    second = _gum(["Entity=(1-person-a)", "Entity=(3-object-c)", "Entity=(2-place-b)"], "GUM_doc_a-2")
+    other_doc = _gum(["Entity=(1-person-a)", "Entity=(1-person-a)"], "GUM_doc_b-1")
+    out = coreference([first, second, other_doc], seed=0)
+    labels = [e.label for s in out for e in s.spans]
+    assert labels.count("same") == labels.count("different") == 3
+    window = next(s for s in out if s.id == "GUM_doc_a-1+GUM_doc_a-2")
+    assert window.words == first.words + second.words
+    same = {(e.span1, e.span2) for e in window.spans if e.label == "same"}
+    assert same == {((0, 1), (3, 4)), ((2, 3), (5, 6))}  # across the two sentences
+    assert next(s for s in out if s.id == "GUM_doc_b-1").words == other_doc.words  # a new document: no window
+
+
+def test_dependency_spans_and_span_heads():
+    s = Sentence(
+        [
+            Token("the", head=2, deprel="det"),
+            Token("cat", head=3, deprel="nsubj:pass"),
+            Token("sat", head=0, deprel="root"),
+        ],
+        "1",
+        "x",
+    )
+    (out,) = dependency_spans([s])
+    assert [(e.span1, e.span2, e.label) for e in out.spans] == [((1, 2), (0, 1), "det"), ((2, 3), (1, 2), "nsubj")]
+    assert T.span_head(s, (0, 2)) == 1  # "the cat": cat's head lies outside
+    assert T.span_head(s, (0, 3)) == 2
+    no_heads = Sentence([Token("the"), Token("big"), Token("cat")], "2", "x", spans=[LabelledSpan((0, 3), None, "NP")])
+    assert T.span_head(no_heads, (0, 3)) == 2  # without heads: the last token
+    pair = Sentence(no_heads.tokens, "3", "x", spans=[LabelledSpan((0, 1), (2, 3), "det")])
+    assert T.span_head_words([no_heads, pair]) == ["cat", "the -> cat"]
+    labels = T.span_control_labels([no_heads, pair, no_heads], ["A", "B"], seed=1)
+    assert labels[0] == labels[2]  # the same head word type, the same control label
+
+
+@pytest.mark.parametrize(
+    "name", ["ptb-constituents", "conll2000-chunks", "gum-entities", "gum-coref", "ewt-deprel-spans"]
+)
+def test_span_datasets_load_with_labels(name, data_dir):
+    sentences = load_dataset(name, "dev", data_dir)
+    spans = [e for s in sentences for e in s.spans]
+    assert len(spans) > 1000 and len({e.label for e in spans}) >= 2
+    for s in sentences[:200]:
+        for e in s.spans:
+            for span in (e.span1, e.span2):
+                assert span is None or 0 <= span[0] < span[1] <= len(s.tokens)
+    pairs = {e.span2 is not None for e in spans}
+    assert pairs == ({True} if name in ("gum-coref", "ewt-deprel-spans") else {False})
+
+
+# --- the span probe -------------------------------------------------------------------------------
+
+
+def _planted(n: int, seed: int, pairs: bool = False) -> tuple[SpanInputs, np.ndarray]:
+    """Spans of 3 tokens whose label is a planted direction of the MIDDLE token (the endpoints are
+    noise): only the attention pool can find it. For pairs the label is on the second span."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.normal(size=(n * 6, 16)).astype(np.float32)
+    labels = rng.integers(0, 2, n)
+    starts = np.arange(n) * 6
+    middle = starts + (3 if pairs else 1)
+    tokens[middle, 0] = np.where(labels == 1, 4.0, -4.0)
+    span1 = np.stack([starts, starts + 3], 1)
+    span2 = np.stack([starts + 2, starts + 5], 1) if pairs else None
+    return SpanInputs(tokens, span1, span2), labels
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_the_span_probe_finds_a_property_of_the_inner_tokens(pairs):
+    X, y = _planted(600, 0, pairs)
+    Xd, yd = _planted(200, 1, pairs)
+    Xt, yt = _planted(200, 2, pairs)
+    probe = fit_span_probe(X, y, Xd, yd, 2, ProbeConfig(lr=0.01, epochs=15))
+    assert probe.accuracy(Xt, yt) > 0.95
+    mix = SpanInputs(np.stack([X.tokens, X.tokens * 0], 1), X.span1, X.span2)
+    mixed = fit_span_probe(mix, y, mix, y, 2, ProbeConfig(lr=0.01, epochs=10, mix=True))
+    assert mixed.mix_weights()[0] > 0.5  # the layer that holds it
+    config = ProbeConfig(lr=0.01, epochs=5)
+    codes = online_codelength(X, y, Xd, yd, 2, config, fit=fit_span_probe)
+    noise = online_codelength(X, np.random.default_rng(3).permutation(y), Xd, yd, 2, config, fit=fit_span_probe)
+    assert codes["compression"] > 1.05 > noise["compression"]  # the planted labels compress, noise does not
+
+
+def test_span_probe_bad_input():
+    X, y = _planted(50, 0)
+    with pytest.raises(ValueError, match="no training spans"):
+        fit_span_probe(X[np.arange(0)], y[:0], X, y, 2)
+    with pytest.raises(ValueError, match="trains with adamw"):
+        fit_span_probe(X, y, X, y, 2, ProbeConfig(optimizer="lbfgs"))
+    with pytest.raises(ValueError, match="mix=True needs tokens"):
+        fit_span_probe(X, y, X, y, 2, ProbeConfig(mix=True))
+
+
+# --- spans files end to end -----------------------------------------------------------------------
+
+
+def spans_file(path, n: int = 120, seed: int = 0, pairs: bool = False):
+    """Noun phrases "the/a ADJ NOUN" in short sentences, labelled by their article (single spans) or,
+    for pairs, (phrase, verb) labelled by the verb's number."""
+    r = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        det, adj, noun, verb = (
+            r.choice(["the", "a"]),
+            r.choice(["big", "red", "old"]),
+            r.choice(["cat", "dog"]),
+            r.choice(["runs", "run"]),
+        )
+        words = [det, adj, noun, verb, "."]
+        if pairs:
+            rows.append({"tokens": words, "span1": [0, 3], "span2": [3, 4], "label": "sg" if verb == "runs" else "pl"})
+        else:
+            rows.append({"tokens": words, "span1": [0, 3], "label": "def" if det == "the" else "indef"})
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_a_spans_file_is_probed_from_the_shell_and_reported(tmp_path, tiny, capsys, pairs):
+    data = spans_file(tmp_path / "phrases.jsonl", pairs=pairs)
+    out = tmp_path / "run"
+    args = ["probe", "--data", str(data), "--format", "spans", "--model", tiny, "--out", str(out), "--layers", "0,2"]
+    assert main([*args, "--quiet"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "span_label" and metrics["span_pairs"] is pairs
+    assert sum(metrics["spans"].values()) == 120 and set(metrics["labels"]) == (
+        {"sg", "pl"} if pairs else {"def", "indef"}
+    )
+    for entry in metrics["layers"].values():
+        assert 0.0 <= entry["score"] <= 1.0 and entry["control_score"] is not None
+    assert set(metrics["baselines"]["random_init"]) == {"0", "2"}
+    assert metrics["files"][0]["sha256"] and (out / "split.json").exists()
+    assert "phrases" in report([out]) or "span_label" in report([out])
+
+
+def test_bad_spans_files_get_clear_errors(tmp_path, tiny, capsys):
+    mixed = tmp_path / "mixed.jsonl"
+    rows = [{"tokens": ["a", str(i), "c"], "span1": [0, 1], "label": "X" if i % 2 else "Y"} for i in range(20)]
+    rows += [{"tokens": ["d", str(i)], "span1": [0, 1], "span2": [1, 2], "label": "X"} for i in range(20)]
+    mixed.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    one = tmp_path / "one.jsonl"
+    one.write_text(
+        "\n".join(json.dumps({"tokens": ["a", str(i)], "span1": [0, 1], "label": "X"}) for i in range(20)) + "\n"
+    )
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(json.dumps({"tokens": ["a"], "span1": [0, 2], "label": "X"}) + "\n", encoding="utf-8")
+    for path, message in [
+        (mixed, "of the train file has not: a task probes single spans or span pairs, not both"),
+        (one, "every span has the label 'X'"),
+        (outside, "outside.jsonl:1: span1 [0, 2] is outside its sentence of 1 tokens"),
+    ]:
+        code = main(
+            [
+                "probe",
+                "--data",
+                str(path),
+                "--format",
+                "spans",
+                "--model",
+                tiny,
+                "--out",
+                str(tmp_path / f"r-{path.stem}"),
+                "--quiet",
+            ]
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "Traceback" not in err, err
