@@ -112,7 +112,7 @@ def experiment_form(spec) -> None:
     best = max(run.layers, key=lambda k: run.layers[k].score)
     st.success(
         f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
-        f"({run.layers[best].score:.3f}). Choose “Your runs” above to see it."
+        f"({run.layers[best].score:.3f}). Choose “Your runs” below to see it."
     )
 
 
