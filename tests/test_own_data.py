@@ -170,7 +170,7 @@ def test_a_tokens_file_is_split_80_10_10_and_the_run_records_files_and_split(tmp
     assert all(0 <= e.score <= 1 for e in run.layers.values())
     again = _run(toml, tiny, tmp_path, "again")  # the same seed: the same split
     assert json.loads((again.path / "split.json").read_text())["first_lines"] == firsts
-    assert "| token_label" in report([run.path])
+    assert "| pos_own (token_label) | " in report([run.path])
 
 
 def test_a_conllu_file_probes_a_feature_the_trees_and_the_arcs(tmp_path, tiny):

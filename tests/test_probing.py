@@ -321,7 +321,7 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         assert np.trace(C) / metrics["tokens"]["test"] == pytest.approx(e["score"])
     for name in ("table.md", "table.csv", "plot.png", "plot.html", "seed.txt"):
         assert (run.path / name).is_file(), name
-    assert "| " + task in report([run.path])
+    assert f"| tiny_{task} ({task}) | " in report([run.path])
 
 
 def test_a_random_model_runs_with_the_seed_it_was_given(tmp_path):

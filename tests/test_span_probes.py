@@ -230,7 +230,7 @@ def test_a_spans_file_is_probed_from_the_shell_and_reported(tmp_path, tiny, caps
         assert 0.0 <= entry["score"] <= 1.0 and entry["control_score"] is not None
     assert set(metrics["baselines"]["random_init"]) == {"0", "2"}
     assert metrics["files"][0]["sha256"] and (out / "split.json").exists()
-    assert "phrases" in report([out]) or "span_label" in report([out])
+    assert "| phrases (span_label) | " in report([out])
 
 
 def test_bad_spans_files_get_clear_errors(tmp_path, tiny, capsys):

@@ -26,7 +26,7 @@ def layer_curve_figure(runs: list[ProbeRun]):
     for run in runs:
         labels, score, control, random, context = _series(run)
         name = run.model
-        fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {run.task}"))
+        fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {run.experiment}"))
         if any(c is not None for c in control):
             fig.add_trace(
                 go.Scatter(
@@ -67,7 +67,7 @@ def save_png(runs: list[ProbeRun], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for run in runs:
         labels, score, control, random, context = _series(run)
-        ax.plot(labels, score, "o-", label=run.task)
+        ax.plot(labels, score, "o-", label=run.experiment)
         if any(c is not None for c in context):
             ax.plot(labels, [c if c is not None else float("nan") for c in context], "^-.", label="bag of context")
         if any(c is not None for c in control):

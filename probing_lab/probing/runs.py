@@ -200,8 +200,8 @@ def write_run(run_dir: Path, exp, metrics: dict) -> ProbeRun:
 
 
 def report(run_dirs: list[str | Path]) -> str:
-    """Several runs -> one markdown table: rows task x model, columns the layers. A run directory
-    given twice (also under another spelling of its path) is listed once."""
+    """Several runs -> one markdown table: rows experiment (task) x model, columns the layers. A run
+    directory given twice (also under another spelling of its path) is listed once."""
     seen: set[Path] = set()
     runs = []
     for d in run_dirs:
@@ -209,16 +209,19 @@ def report(run_dirs: list[str | Path]) -> str:
             seen.add(Path(d).resolve())
             runs.append(ProbeRun.load(d))
     keys = layer_order({k for r in runs for k in r.layers})
-    header = "| task | model | " + " | ".join(layer_label(k) for k in keys) + " | majority | control (best layer) |"
+    header = (
+        "| experiment (task) | model | "
+        + " | ".join(layer_label(k) for k in keys)
+        + " | majority | control (best layer) |"
+    )
     lines = [header, "|" + "---|" * (len(keys) + 4)]
     for r in runs:
         cells = [_fmt(r.layers[k].score if k in r.layers else None) for k in keys]
+        what = r.task if r.experiment == r.task else f"{r.experiment} ({r.task})"
         best = max(r.layers.values(), key=lambda e: e.score)
         lines.append(
-            f"| {r.task} | {r.model} | " + " | ".join(cells) + f" | {_fmt(r.majority)} | {_fmt(best.control_score)} |"
+            f"| {what} | {r.model} | " + " | ".join(cells) + f" | {_fmt(r.majority)} | {_fmt(best.control_score)} |"
         )
         if r.random_init:
-            lines.append(
-                f"| {r.task} | random init | " + " | ".join(_fmt(r.random_init.get(k)) for k in keys) + " | | |"
-            )
+            lines.append(f"| {what} | random init | " + " | ".join(_fmt(r.random_init.get(k)) for k in keys) + " | | |")
     return "\n".join(lines) + "\n"
