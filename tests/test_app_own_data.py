@@ -231,7 +231,7 @@ def test_probes_run_on_an_uploaded_tokens_file_is_listed_and_reported(tmp_path, 
 
     assert main(["report", str(run_dir)]) == 0
     out = capsys.readouterr().out
-    assert "| token_label | random:cpu-tiny (seed 0) |" in out
+    assert "| my_pos (token_label) | random:cpu-tiny (seed 0) |" in out
     # a second run of the same upload gets its own folder and its own copy
     at.button(key="own_run").click().run()
     assert "Wrote" in texts(ok(at).success)

@@ -265,3 +265,30 @@ def test_bad_spans_files_get_clear_errors(tmp_path, tiny, capsys):
         )
         err = capsys.readouterr().err
         assert code == 2 and message in err and "Traceback" not in err, err
+
+
+# --- every format with the shipped model ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["conllu", "tokens", "wic", "sentences", "spans"])
+def test_every_format_from_the_shell_with_the_shipped_model(tmp_path, capsys, fmt):
+    """The one command a new user runs on their file, with the model the lab ships (no --model)."""
+    from test_own_data import conllu_file, tokens_file, wic_file
+    from test_sentence_probes import sentences_file
+
+    make = {
+        "conllu": lambda p: conllu_file(p, 30),
+        "tokens": lambda p: tokens_file(p, 40),
+        "wic": lambda p: wic_file(p, 40),
+        "sentences": lambda p: sentences_file(p, 40),
+        "spans": lambda p: spans_file(p, 60),
+    }
+    data = make[fmt](tmp_path / f"mine.{fmt}")
+    out = tmp_path / "run"
+    args = ["probe", "--data", str(data), "--format", fmt, "--layers", "0,2", "--out", str(out), "--quiet"]
+    assert main(args) == 0, capsys.readouterr().err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"].endswith("elmo-lab") and set(metrics["layers"]) == {"0", "2"}
+    assert all(0.0 <= e["score"] <= 1.0 for e in metrics["layers"].values())
+    assert main(["report", str(out)]) == 0
+    assert f"| mine ({metrics['task']}) | {metrics['model']} |" in capsys.readouterr().out
