@@ -235,11 +235,28 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .probing.runs import report
+    from .transfer.experiment import is_transfer_run
+    from .transfer.experiment import report as transfer_report
 
     repeated = len(args.runs) - len({Path(r).resolve() for r in args.runs})
     if repeated:
         log.info("%d repeated run director%s: each run is listed once", repeated, "y" if repeated == 1 else "ies")
-    print(report(args.runs), end="")
+    transfer = [r for r in dict.fromkeys(args.runs) if is_transfer_run(r)]
+    probes = [r for r in args.runs if r not in transfer]
+    if probes:
+        print(report(probes), end="")
+    if transfer:
+        print(("\n" if probes else "") + transfer_report(transfer), end="")
+    return 0
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    from .transfer.experiment import run_transfer
+
+    out = run_transfer(
+        args.experiment, model=args.model, out=args.out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
+    )
+    print(out)
     return 0
 
 
@@ -322,7 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-runs", action="store_true", help="hide the form that starts probe runs ($PROBING_LAB_NO_RUNS)")
     p.set_defaults(func=cmd_app)
 
-    p = sub.add_parser("report", help="several probe runs -> one tasks x layers x models table (markdown)")
+    p = sub.add_parser(
+        "transfer", help="train task models on ELMo's layers vs static embeddings (transfer/*.toml; resumable)"
+    )
+    p.add_argument("experiment", help="a transfer experiment file, e.g. transfer/chunking_conll2000.toml")
+    p.add_argument("--model", help="model directory or random:PRESET (default: the shipped model)")
+    p.add_argument("--out", help="run directory (default runs/transfer/NAME-STAMP); an interrupted one resumes")
+    p.add_argument("--data-dir", help="where UD, PTB and GUM live (default $PROBING_LAB_DATA)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_transfer)
+
+    p = sub.add_parser("report", help="probe runs -> one tasks x layers x models table; transfer runs -> their tables")
     p.add_argument("runs", nargs="+")
     p.set_defaults(func=cmd_report)
     return parser

@@ -238,7 +238,7 @@ def test_experiment_file_errors_name_the_problem(tmp_path):
         run_experiment({**base, "layers": [1, "3b"]}, model="random:cpu-tiny")
     with pytest.raises(ExperimentError, match=r"layer\(s\) \[3\] do not exist; the model has layers 0-2"):
         run_experiment({**base, "layers": [0, 3]}, model="random:cpu-tiny")  # layers come from the model
-    with pytest.raises(ExperimentError, match="unknown probe option"):
+    with pytest.raises(ExperimentError, match="unknown option"):
         Experiment.from_dict({**base, "probe": {"learning_rate": 1}})
     with pytest.raises(ExperimentError, match="epochs must be int, got 'ten'"):
         Experiment.from_dict({**base, "probe": {"epochs": "ten"}})

@@ -135,6 +135,18 @@ def mentions(sentence: Sentence) -> list[tuple[int, int, str, str]]:
     return sorted(found)
 
 
+def outermost_bio(sentence: Sentence) -> list[str]:
+    """BIO tags of the sentence's outermost GUM mentions (a mention inside another is dropped),
+    typed: ``B-person``, ``I-person``, ``O``, ..."""
+    tags = ["O"] * len(sentence.tokens)
+    end = 0
+    for start, stop, _, kind in sorted(mentions(sentence), key=lambda m: (m[0], -m[1])):
+        if start >= end:
+            tags[start:stop] = [f"B-{kind}"] + [f"I-{kind}"] * (stop - start - 1)
+            end = stop
+    return tags
+
+
 def entities(sentences: Sequence[Sentence]) -> list[Sentence]:
     """Copies of GUM sentences with their mentions as spans labelled with the entity type."""
     out = []
@@ -207,19 +219,31 @@ def dependency_spans(sentences: Sequence[Sentence]) -> list[Sentence]:
     return out
 
 
-def load_span_dataset(name: str, split: str, load) -> list[Sentence]:
-    """The span dataset ``name`` (a key of :data:`SPAN_DATASETS`), split train, dev or test;
-    ``load(base, split)`` reads a base dataset (the registry's ``load_dataset``)."""
+def base_split(name: str, split: str, load) -> list[Sentence]:
+    """The sentences of ``split`` of the dataset the span dataset ``name`` is made from: GUM's
+    by document (:func:`gum_documents`), CoNLL-2000's dev carved from its train part; ``load(base,
+    split)`` reads a base dataset (the registry's ``load_dataset``). The transfer tasks use the same."""
     base = SPAN_DATASETS[name]
     if base == "gum":
-        sentences = load("gum", "test") if split == "test" else gum_documents(load("gum", "dev"), split)
-        return entities(sentences) if name == "gum-entities" else coreference(sentences, seed_of(split))
+        return load("gum", "test") if split == "test" else gum_documents(load("gum", "dev"), split)
     if base == "conll2000":
         if split == "test":
-            return chunks(load("conll2000", "test"))
+            return load("conll2000", "test")
         train = load("conll2000", "train")
         cut = len(train) - len(train) // 10
-        return chunks(train[:cut] if split == "train" else train[cut:])
-    if base == "ptb":
-        return constituents(load("ptb", split), seed_of(split))
-    return dependency_spans(load("ewt", split))
+        return train[:cut] if split == "train" else train[cut:]
+    return load(base, split)
+
+
+def load_span_dataset(name: str, split: str, load) -> list[Sentence]:
+    """The span dataset ``name`` (a key of :data:`SPAN_DATASETS`), split train, dev or test."""
+    sentences = base_split(name, split, load)
+    if name == "gum-entities":
+        return entities(sentences)
+    if name == "gum-coref":
+        return coreference(sentences, seed_of(split))
+    if name == "conll2000-chunks":
+        return chunks(sentences)
+    if name == "ptb-constituents":
+        return constituents(sentences, seed_of(split))
+    return dependency_spans(sentences)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
+
+from ..settings import config_from_dict
 
 
 @dataclass(frozen=True)
@@ -58,29 +60,6 @@ class ProbeConfig:
         if config.optimizer not in ("adamw", "lbfgs"):
             raise ValueError(f"{where}: probe optimizer must be adamw or lbfgs, got {config.optimizer!r}")
         return config
-
-
-def config_from_dict(cls, data: dict, where: str):
-    """A config dataclass from a dict: unknown keys and values of the wrong type are named."""
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ValueError(f"{where}: unknown probe option(s) {unknown}; known: {sorted(known)}")
-    defaults = cls()
-    for name, value in data.items():
-        expected = type(getattr(defaults, name))
-        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            ok = True
-        if not ok:
-            raise ValueError(f"{where}: {name} must be {expected.__name__}, got {value!r}")
-        if expected in (int, float):
-            positive = name in getattr(cls, "POSITIVE", ())
-            if not math.isfinite(value) or value < 0 or (positive and value <= 0):
-                raise ValueError(f"{where}: {name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
-            if name in getattr(cls, "AT_MOST_ONE", ()) and value > 1:
-                raise ValueError(f"{where}: {name} must be at most 1, got {value!r}")
-    return cls(**data)
 
 
 def classifier(dim: int, n_classes: int, config: ProbeConfig) -> nn.Module:

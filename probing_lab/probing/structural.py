@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from ..features.activations import take_layer
+from ..settings import config_from_dict
 from . import tasks as T
-from .probes import config_from_dict
 
 PTB_PUNCT = {"''", "``", ",", ".", ":", "-LRB-", "-RRB-", "#", "$", "(", ")"}
 

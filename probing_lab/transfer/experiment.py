@@ -1,0 +1,370 @@
+"""Transfer experiments: one TOML file -> a run directory with every cell and ``metrics.json``.
+
+Experiment file (see ``transfer/*.toml``)::
+
+    name = "chunking_conll2000"
+    task = "chunking"                 # chunking | entities | upos (transfer.data), or token_label with:
+    [dataset]                         # your own files: format = "tokens" | "conllu", train, dev, test
+                                      # (relative to this file), label (conllu), metric = "accuracy" | "f1"
+    inputs = ["static", "elmo", "elmo_top", "elmo_l0", "elmo_random"]
+    fractions = [0.01, 0.1, 1.0]      # of the training sentences (seeded per seed, the same for every input)
+    seeds = [0, 1, 2]
+    [tagger]                          # TaggerConfig: hidden, static_dim, dropout, lr, batch_size, ...
+
+Inputs (each next to the static word embedding, except ``static`` which is that alone):
+``elmo`` a learned scalar mix of all layers; ``elmo_top`` the top layer; ``elmo_l0`` the type layer
+(context-free ELMo); ``elmo_random`` the scalar mix over a random-init model of the same shape.
+
+``run_transfer(path_or_dict, model=None, out=None)`` extracts each split's layers once (the activation
+cache), then trains one tagger per cell (input x fraction x seed), appending each finished cell to
+``cells.jsonl``: an interrupted run resumes with the cells not done (same ``--out``), and gives the
+same numbers as one run (each cell is seeded on its own). ``metrics.json``::
+
+    {"task", "metric": "f1" | "accuracy", "experiment", "model",
+     "cells": [{"input", "fraction", "seed", "dev", "test", "epochs", "updates", "seconds", "mix_weights"}],
+     "mix_weights": {"<input>": [s0, s1, s2]},   # softmax(s), mean over the seeds at the largest fraction
+     "summary": {"<input>": {"<fraction>": {"mean", "std", "n"}}},
+     "error_reduction": {"<fraction>": relative error reduction of elmo over static (Peters et al.'s table)},
+     "unseen_test_labels", "train_sentences": {"<fraction>": n}, "seconds"}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from ..features.cache import ElmoEncoder, extract_features
+from ..fileio import atomic_path, check_inside, check_name, read_utf8
+from .data import METRIC, check_labels, load_files, load_task, subset  # noqa: F401 (load_files: E.load_files in tests)
+from .tagger import ElmoBatch, TaggerConfig, predict, score, train_tagger
+
+INPUTS = ("static", "elmo", "elmo_top", "elmo_l0", "elmo_random")
+
+
+class TransferError(ValueError):
+    """A transfer experiment file or run directory that cannot be used (the message says why)."""
+
+
+@dataclass
+class TransferExperiment:
+    name: str
+    task: str
+    inputs: list = field(default_factory=lambda: list(INPUTS))
+    fractions: list = field(default_factory=lambda: [0.01, 0.1, 1.0])
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    tagger: dict = field(default_factory=dict)
+    dataset: Optional[dict] = None  # own files (task token_label); paths made absolute by from_dict
+    description: str = ""
+
+    @classmethod
+    def from_dict(
+        cls, data: dict, where: str = "transfer experiment", base_dir: Optional[Path] = None
+    ) -> "TransferExperiment":
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TransferError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(known)}")
+        for key in ("name", "task"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise TransferError(f"{where}: {key} must be a non-empty string, got {data.get(key)!r}")
+        exp = cls(**data)
+        if exp.task not in (*METRIC, "token_label"):
+            raise TransferError(f"{where}: unknown task {exp.task!r}; choose one of {sorted(METRIC)} or token_label")
+        if (exp.task == "token_label") != (exp.dataset is not None):
+            raise TransferError(f"{where}: task token_label goes with a [dataset] table of your files, and only it")
+        if exp.dataset is not None:
+            table = dict(exp.dataset)
+            for role in ("train", "dev", "test"):
+                if isinstance(table.get(role), str) and not Path(table[role]).expanduser().is_absolute():
+                    table[role] = str((base_dir or Path.cwd()) / table[role])
+            exp.dataset = table
+        bad = [i for i in exp.inputs if i not in INPUTS] if isinstance(exp.inputs, list) else [exp.inputs]
+        if bad or not exp.inputs:
+            raise TransferError(f"{where}: inputs must be a non-empty list of {list(INPUTS)}, got {exp.inputs!r}")
+        if (
+            not isinstance(exp.fractions, list)
+            or not exp.fractions
+            or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f <= 1 for f in exp.fractions)
+        ):
+            raise TransferError(f"{where}: fractions must be a list of numbers in (0, 1], got {exp.fractions!r}")
+        if not isinstance(exp.seeds, list) or not exp.seeds or not all(type(s) is int and s >= 0 for s in exp.seeds):
+            raise TransferError(f"{where}: seeds must be a list of integers >= 0, got {exp.seeds!r}")
+        try:
+            check_name(exp.name, "name")
+            exp.config()
+        except ValueError as e:
+            raise TransferError(f"{where}: {e}") from None
+        return exp
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TransferExperiment":
+        path = Path(path)
+        if not path.is_file():
+            raise TransferError(f"{path}: no such transfer experiment file (see transfer/*.toml)")
+        try:
+            data = tomllib.loads(read_utf8(path))
+        except tomllib.TOMLDecodeError as e:
+            raise TransferError(f"{path}: not valid TOML ({e})") from None
+        return cls.from_dict(data, str(path), path.resolve().parent)
+
+    def config(self) -> TaggerConfig:
+        return TaggerConfig.from_dict(self.tagger, f"{self.name} [tagger]")
+
+    def grid(self) -> list[tuple[str, float, int]]:
+        """The cells in the order they run: the cheap small fractions first."""
+        return [(i, float(f), s) for f in sorted(self.fractions) for i in self.inputs for s in self.seeds]
+
+
+def elmo_rows(features, layers: list[int], sentences: np.ndarray) -> ElmoBatch:
+    """``idx -> (B, T, len(layers), dim)``: the rows of ``sentences[idx]`` in cached ``features``."""
+    offsets = features.offsets
+
+    def batch(idx) -> torch.Tensor:
+        chosen = sentences[np.asarray(idx)]
+        lengths = offsets[chosen + 1] - offsets[chosen]
+        out = np.zeros((len(chosen), int(lengths.max()), len(layers), features.layers.shape[-1]), dtype=np.float32)
+        for row, i in enumerate(chosen):
+            out[row, : lengths[row]] = np.transpose(features.layers[layers, offsets[i] : offsets[i + 1]], (1, 0, 2))
+        return torch.from_numpy(out)
+
+    return batch
+
+
+def _layers(name: str, n_layers: int) -> list[int]:
+    return {"elmo_top": [n_layers - 1], "elmo_l0": [0]}.get(name, list(range(n_layers)))
+
+
+def _summary(cells: list[dict], exp: TransferExperiment) -> dict:
+    out: dict = {}
+    for name in exp.inputs:
+        for f in sorted(exp.fractions):
+            values = [c["test"] for c in cells if c["input"] == name and c["fraction"] == float(f)]
+            if values:
+                out.setdefault(name, {})[str(float(f))] = {
+                    "mean": float(np.mean(values)),
+                    "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+                    "n": len(values),
+                }
+    return out
+
+
+def _error_reduction(summary: dict, metric: str) -> dict:
+    """Relative error reduction of ``elmo`` over ``static``: ``(err_static - err_elmo) / err_static``."""
+    out = {}
+    for f, s in summary.get("static", {}).items():
+        e = summary.get("elmo", {}).get(f)
+        if e and s["mean"] < 1:
+            out[f] = ((1 - s["mean"]) - (1 - e["mean"])) / (1 - s["mean"])
+    return out
+
+
+def _mix_weights(cells: list[dict], exp: TransferExperiment) -> dict:
+    largest = float(max(exp.fractions))
+    out = {}
+    for name in exp.inputs:
+        weights = [c["mix_weights"] for c in cells if c["input"] == name and c["fraction"] == largest]
+        weights = [w for w in weights if w]
+        if weights:
+            out[name] = np.mean(weights, axis=0).tolist()
+    return out
+
+
+def _read_cells(path: Path) -> list[dict]:
+    """The finished cells of an interrupted run (a line cut by the interruption is dropped)."""
+    cells = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                cells.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return cells
+
+
+def _prepare_run_dir(run_dir: Path, exp: TransferExperiment, model_name: str) -> list[dict]:
+    """Create the run directory, or check that it holds a run of this experiment and model; the
+    cells already done."""
+    record = {"experiment": asdict(exp), "model": model_name}
+    meta = run_dir / "experiment.json"
+    if meta.is_file():
+        old = json.loads(meta.read_text(encoding="utf-8"))
+        if old != record:
+            raise TransferError(
+                f"{run_dir} holds a run of another experiment or model ({old.get('model')}); "
+                "choose another --out, or delete it to start over"
+            )
+        if (run_dir / "metrics.json").is_file():
+            raise TransferError(f"{run_dir} already holds a finished transfer run (metrics.json); choose another --out")
+    elif run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise TransferError(f"{run_dir} exists and is not a transfer run directory; choose another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(meta) as tmp:
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return _read_cells(run_dir / "cells.jsonl")
+
+
+def run_transfer(
+    experiment: str | Path | dict | TransferExperiment,
+    model: Optional[str] = None,
+    out: Optional[str | Path] = None,
+    data_dir: Optional[str | Path] = None,
+    cache_dir: Optional[str | Path] = None,
+    progress: bool = True,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    on_progress: Optional[Callable[[float, str], None]] = None,
+) -> Path:
+    """Run (or resume) a transfer experiment; returns the run directory."""
+    from ..elmo import ElmoBiLM
+    from ..models import load_model
+
+    if isinstance(experiment, TransferExperiment):
+        exp = experiment
+    elif isinstance(experiment, dict):
+        exp = TransferExperiment.from_dict(experiment)
+    else:
+        exp = TransferExperiment.load(experiment)
+    start = time.perf_counter()
+    if exp.dataset is not None:
+        try:
+            sets, metric = load_files(exp.dataset)
+        except ValueError as e:
+            raise TransferError(f"{exp.name}: {e}") from None
+    else:
+        sets, metric = load_task(exp.task, data_dir), METRIC[exp.task]
+    unseen = check_labels(sets, exp.task)
+    for f in exp.fractions:
+        subset(sets["train"], float(f), 0)  # a fraction too small for a tagger fails before any work
+    loaded = load_model(model)
+    root = Path("runs") / "transfer"
+    run_dir = Path(out) if out else check_inside(root / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}", root)
+    done = _prepare_run_dir(run_dir, exp, loaded.name)
+    config = exp.config()
+    log(f"{exp.name}: {exp.task} ({metric}) with {loaded.name}; {len(done)} of {len(exp.grid())} cells done")
+    encoders = {"model": ElmoEncoder(loaded.model, loaded.name)}
+    if "elmo_random" in exp.inputs:
+        random_model = ElmoBiLM(loaded.model.options)
+        random_model.reset_parameters(torch.Generator().manual_seed(0))
+        encoders["random"] = ElmoEncoder(random_model, "random-init")
+    features = {
+        (kind, role): extract_features(enc, sets[role].words, cache_dir=cache_dir, progress=progress)
+        for kind, enc in encoders.items()
+        for role in ("train", "dev", "test")
+    }
+    n_layers, dim = encoders["model"].n_layers, encoders["model"].dim
+    finished = {(c["input"], c["fraction"], c["seed"]) for c in done}
+    cells = list(done)
+    grid = exp.grid()
+    for name, fraction, seed in grid:
+        if (name, fraction, seed) in finished:
+            continue
+        t0 = time.perf_counter()
+        chosen = subset(sets["train"], fraction, seed)
+        train = sets["train"].take(chosen)
+        elmo = {}
+        if name != "static":
+            kind, layers = ("random" if name == "elmo_random" else "model"), _layers(name, n_layers)
+            elmo = {
+                "train": elmo_rows(features[(kind, "train")], layers, chosen),
+                "dev": elmo_rows(features[(kind, "dev")], layers, np.arange(len(sets["dev"]))),
+                "test": elmo_rows(features[(kind, "test")], layers, np.arange(len(sets["test"]))),
+            }
+        trained = train_tagger(
+            train,
+            sets["dev"],
+            config,
+            metric,
+            seed,
+            elmo.get("train"),
+            elmo.get("dev"),
+            (len(_layers(name, n_layers)), dim),
+            log=log,
+        )
+        test = score(
+            metric, sets["test"].tags, predict(trained.model, trained.vocabulary, sets["test"].words, elmo.get("test"))
+        )
+        cell = {
+            "input": name,
+            "fraction": fraction,
+            "seed": seed,
+            "train_sentences": len(train),
+            "dev": trained.dev_score,
+            "test": test,
+            "epochs": trained.epochs,
+            "updates": trained.updates,
+            "dev_history": trained.history,
+            "mix_weights": trained.mix_weights(),
+            "stopped": trained.stopped,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        with open(run_dir / "cells.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(cell) + "\n")
+        cells.append(cell)
+        ran = len(cells) - len(done)
+        left = (time.perf_counter() - start) / ran * (len(grid) - len(cells))  # the large fractions come last: a floor
+        message = (
+            f"[{len(cells)}/{len(grid)}] {name} {fraction:g} seed {seed}: dev {trained.dev_score:.4f} "
+            f"test {test:.4f} ({cell['seconds']:.0f} s; at least {left / 60:.0f} min left)"
+        )
+        log("  " + message)
+        if on_progress:
+            on_progress(len(cells) / len(grid), message)
+    summary = _summary(cells, exp)
+    metrics = {
+        "task": exp.task,
+        "metric": metric,
+        "experiment": exp.name,
+        "model": loaded.name,
+        "cells": cells,
+        "mix_weights": _mix_weights(cells, exp),
+        "summary": summary,
+        "error_reduction": _error_reduction(summary, metric),
+        "unseen_test_labels": unseen,
+        "train_sentences": {str(float(f)): int(len(subset(sets["train"], float(f), 0))) for f in exp.fractions},
+        "tagger": config.to_dict(),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    with atomic_path(run_dir / "metrics.json") as tmp:
+        tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")
+    return run_dir
+
+
+def is_transfer_run(run_dir: str | Path) -> bool:
+    """A run directory of ``run_transfer`` (its ``metrics.json`` has ``cells``)."""
+    path = Path(run_dir) / "metrics.json"
+    try:
+        return path.is_file() and "cells" in json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def report(run_dirs: list[str | Path]) -> str:
+    """Transfer runs -> one markdown table each: test score (mean +- std over seeds) by input and
+    training fraction, elmo's relative error reduction over static, and the learned layer weights."""
+    blocks = []
+    for d in run_dirs:
+        m = json.loads((Path(d) / "metrics.json").read_text(encoding="utf-8"))
+        fractions = sorted({float(f) for s in m["summary"].values() for f in s})
+        head = "| input | " + " | ".join(f"{f:g} of train ({m['train_sentences'].get(str(f), '?')})" for f in fractions)
+        lines = [f"{m['experiment']} ({m['task']}, test {m['metric']}, {m['model']})", "", head + " | layer weights |"]
+        lines.append("|---|" + "---|" * (len(fractions) + 1))
+        for name, by_fraction in m["summary"].items():
+            cells = [by_fraction.get(str(f)) for f in fractions]
+            shown = [f"{c['mean']:.4f} +- {c['std']:.4f}" if c else "" for c in cells]
+            weights = m["mix_weights"].get(name)
+            lines.append(
+                f"| {name} | " + " | ".join(shown) + f" | {' '.join(f'{w:.2f}' for w in weights) if weights else ''} |"
+            )
+        if m.get("error_reduction"):
+            reduction = [f"{m['error_reduction'].get(str(f), float('nan')):.1%}" for f in fractions]
+            lines.append("| error reduction elmo vs static | " + " | ".join(reduction) + " | |")
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
