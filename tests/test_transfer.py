@@ -196,7 +196,8 @@ def test_the_transfer_command_and_report(files, tiny, tmp_path, capsys):
     toml = tmp_path / "exp.toml"
     dataset = "".join(f'{role} = "{path}"\n' for role, path in files.items())
     toml.write_text(
-        'name = "pos_transfer"\ntask = "token_label"\ninputs = ["static", "elmo"]\nfractions = [0.5, 1.0]\nseeds = [0, 1]\n'
+        'name = "pos_transfer"\ntask = "token_label"\ninputs = ["static", "elmo"]\n'
+        "fractions = [0.5, 1.0]\nseeds = [0, 1]\n"
         "[tagger]\nhidden = 16\nstatic_dim = 8\nmax_epochs = 5\nmin_updates = 20\n"
         f'[dataset]\nformat = "tokens"\n{dataset}',
         encoding="utf-8",
