@@ -403,7 +403,7 @@ def test_report_lists_a_run_given_twice_once(tmp_path, capsys, caplog, monkeypat
     (run_dir / "metrics.json").write_text(json.dumps(metrics))
     monkeypatch.chdir(tmp_path)
     assert main(["report", "A", "A", "./A/", str(run_dir)]) == 0
-    assert capsys.readouterr().out.count("| upos | m |") == 1 and "3 repeated run directories" in caplog.text
+    assert capsys.readouterr().out.count("| x (upos) | m |") == 1 and "3 repeated run directories" in caplog.text
 
 
 def test_lm_predict_k_is_capped_and_says_so(tmp_path, capsys, caplog):
