@@ -9,7 +9,6 @@ random softmax over the shipped model's vocabulary, so that it scores the same w
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +18,11 @@ import torch
 
 from ..elmo import ElmoBiLM, get_preset, load_checkpoint
 from ..elmo.weights import CHECKPOINT_CARD, check_recorded_sha256
-from ..fileio import atomic_path, file_sha256
 from ..paths import CANDIDATE_MODEL_DIR, SHIPPED_MODEL_DIR
-from ..training.vocab import Vocabulary
 
-SOFTMAX_WEIGHTS = "softmax.safetensors"
-SOFTMAX_VOCAB = "vocab.txt"
+# the softmax files of a model directory are written by training.checkpoint (export), read here
+from ..training.checkpoint import SOFTMAX_VOCAB, SOFTMAX_WEIGHTS, load_lm, save_softmax  # noqa: F401 (save_softmax: its public home for the lm API)
+from ..training.vocab import Vocabulary
 
 
 class NoSoftmaxError(ValueError):
@@ -42,26 +40,6 @@ class LanguageModel:
     def log_probs(self, h: torch.Tensor) -> torch.Tensor:
         """``h (..., proj)`` top-layer states -> log-probabilities over the vocabulary (full softmax)."""
         return torch.log_softmax(torch.nn.functional.linear(h, self.weight, self.bias), dim=-1)
-
-
-def save_softmax(
-    directory: str | Path, weight: torch.Tensor, bias: torch.Tensor, vocab: Vocabulary, dtype=torch.float16
-) -> None:
-    from safetensors.torch import save_file
-
-    directory = Path(directory)
-    if weight.shape[0] != len(vocab) or bias.shape != (len(vocab),):
-        raise ValueError(f"softmax of {weight.shape[0]} rows for a vocabulary of {len(vocab)} words")
-    tensors = {"weight": weight.detach().to(dtype).contiguous().cpu(), "bias": bias.detach().to(dtype).contiguous()}
-    with atomic_path(directory / SOFTMAX_WEIGHTS) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "probing-lab-softmax"})
-    vocab.save(directory / SOFTMAX_VOCAB)
-    card_path = directory / CHECKPOINT_CARD
-    if card_path.is_file():  # the card records the softmax's hash too, checked on load
-        card = json.loads(card_path.read_text(encoding="utf-8"))
-        card.update(softmax=True, softmax_sha256=file_sha256(directory / SOFTMAX_WEIGHTS), softmax_words=len(vocab))
-        with atomic_path(card_path) as tmp:
-            tmp.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _load_softmax(directory: Path, proj_dim: int) -> tuple[torch.Tensor, torch.Tensor, Vocabulary]:
@@ -94,8 +72,6 @@ def _load_softmax(directory: Path, proj_dim: int) -> tuple[torch.Tensor, torch.T
 def _training_state(directory: Path, model: Optional[str]) -> LanguageModel:
     """A training checkpoint, snapshot or warm-start state: the biLM and softmax it holds, with the
     words of ``vocab.txt`` next to it (``export --warm-start --corpus C`` puts it there)."""
-    from ..training.checkpoint import load_lm
-
     if not (directory / SOFTMAX_VOCAB).is_file():
         raise NoSoftmaxError(
             f"{directory} holds a softmax but not its words: copy the first lines of the corpus's vocab.txt "

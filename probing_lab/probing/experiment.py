@@ -63,6 +63,7 @@ from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
 from ..features.pooling import POOLINGS
 from ..fileio import OutputError, check_inside, check_name, read_utf8
+from .errors import ExperimentError
 from .own_data import (
     DEFAULT_TASK,
     FileDataset,
@@ -73,15 +74,13 @@ from .own_data import (
     unseen_labels,
     write_split,
 )
+from .plots import write_plots
 from .probes import ProbeConfig
+from .runners import RUNNERS, TASKS
 from .runs import ProbeRun, write_run
 from .splits import load_splits
 from .structural import StructuralProbeConfig
 from .tasks import SENTENCE_TASKS
-
-
-class ExperimentError(ValueError):
-    """An experiment file with an unknown key, task, layer or model."""
 
 
 @dataclass
@@ -129,8 +128,6 @@ class Experiment:
             exp.layers = [0, 1, 2, *last]
         if not isinstance(exp.layers, list) or not exp.layers:
             raise ExperimentError(f"{where}: layers must be a non-empty list, e.g. [0, 1, 2], got {exp.layers!r}")
-        from .runners import TASKS  # the runners import this module
-
         if exp.task not in TASKS:
             raise ExperimentError(f"{where}: unknown task {exp.task!r}; choose one of {list(TASKS)}")
         if exp.task.startswith("wsd_") and "mix" in exp.layers:  # its old name there: nothing is learned to mix
@@ -255,8 +252,6 @@ class RunProgress:
 
 
 def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, files=None):
-    from .runners import RUNNERS
-
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
@@ -354,6 +349,7 @@ def run_experiment(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) if out else check_inside(root / f"{check_name(exp.name)}-{stamp}", root)
     run = write_run(run_dir, exp, metrics)
+    write_plots(run, run_dir)
     if files is not None:
         write_split(run_dir / "split.json", files)
     log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..features.activations import layer_label
+from ..fileio import atomic_path
 from .runs import ProbeRun
 
 
@@ -119,3 +120,12 @@ def confusion_figure(run: ProbeRun, layer: str, max_labels: int = 25):
         height=max(380, 22 * len(labels) + 140),
     )
     return fig
+
+
+def write_plots(run: ProbeRun, run_dir: Path) -> None:
+    """A run directory's ``plot.html`` (interactive) and ``plot.png``."""
+    fig = layer_curve_figure([run])
+    with atomic_path(run_dir / "plot.html") as tmp:
+        fig.write_html(str(tmp), include_plotlyjs="cdn")
+    with atomic_path(run_dir / "plot.png") as tmp:
+        save_png([run], tmp)

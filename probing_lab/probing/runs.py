@@ -170,6 +170,8 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def write_run(run_dir: Path, exp, metrics: dict) -> ProbeRun:
+    """The run directory's experiment file, seed, metrics and tables (``plots.write_plots`` adds
+    the pictures)."""
     run = ProbeRun.from_metrics(metrics, run_dir)  # checks the shape before anything is written
     run_dir.mkdir(parents=True, exist_ok=True)
     if exp.source and Path(exp.source).is_file():
@@ -189,13 +191,6 @@ def write_run(run_dir: Path, exp, metrics: dict) -> ProbeRun:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_fmt(r[c]) for c in columns) + " |" for r in rows]
     _write_text(run_dir / "table.md", "\n".join(lines) + "\n")
-    from .plots import layer_curve_figure, save_png
-
-    fig = layer_curve_figure([run])
-    with atomic_path(run_dir / "plot.html") as tmp:
-        fig.write_html(str(tmp), include_plotlyjs="cdn")
-    with atomic_path(run_dir / "plot.png") as tmp:
-        save_png([run], tmp)
     return run
 
 

@@ -30,10 +30,16 @@ from typing import Optional
 import torch
 
 from ..elmo import ElmoOptions
-from ..fileio import atomic_directory, atomic_path
+from ..elmo.weights import CHECKPOINT_CARD
+from ..fileio import atomic_directory, atomic_path, file_sha256
 from .config import TrainConfig, TrainingError
 from .distributed import Distributed
 from .lm import BiLanguageModel
+from .vocab import Vocabulary
+
+# a model directory's language-model softmax (read by probing_lab.lm.model): weight (V, proj), bias (V,)
+SOFTMAX_WEIGHTS = "softmax.safetensors"
+SOFTMAX_VOCAB = "vocab.txt"  # its V words
 
 
 @dataclass
@@ -197,6 +203,26 @@ def load_lm(directory: str | Path) -> tuple[BiLanguageModel, dict]:
     return model, info
 
 
+def save_softmax(
+    directory: str | Path, weight: torch.Tensor, bias: torch.Tensor, vocab: Vocabulary, dtype=torch.float16
+) -> None:
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    if weight.shape[0] != len(vocab) or bias.shape != (len(vocab),):
+        raise ValueError(f"softmax of {weight.shape[0]} rows for a vocabulary of {len(vocab)} words")
+    tensors = {"weight": weight.detach().to(dtype).contiguous().cpu(), "bias": bias.detach().to(dtype).contiguous()}
+    with atomic_path(directory / SOFTMAX_WEIGHTS) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "probing-lab-softmax"})
+    vocab.save(directory / SOFTMAX_VOCAB)
+    card_path = directory / CHECKPOINT_CARD
+    if card_path.is_file():  # the card records the softmax's hash too, checked on load
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+        card.update(softmax=True, softmax_sha256=file_sha256(directory / SOFTMAX_WEIGHTS), softmax_words=len(vocab))
+        with atomic_path(card_path) as tmp:
+            tmp.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def truncate_jsonl(path: Path, last_step: int) -> None:
     """Drop the records of steps after ``last_step`` (a resumed run logs them again)."""
     if not path.is_file():
@@ -285,8 +311,6 @@ def export_encoder(
     ``dtype`` on disk, and a model card with the training facts. With ``softmax_vocab`` (the
     corpus's ``vocab.txt``) the softmax and its words come along, for the LM features (``probing_lab.lm``)."""
     from ..elmo import save_checkpoint
-    from ..lm.model import save_softmax
-    from .vocab import Vocabulary
 
     lm, info = load_lm(source)
     vocab = None

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from .. import tasks as T
-from ..experiment import ExperimentError
+from ..errors import ExperimentError
 from ..probes import fit_probe
 from ..splits import Split
 
