@@ -1,12 +1,29 @@
 """Typed settings tables: a config dataclass from a TOML table, every key and value checked.
 
-Used by the probes' ``[probe]`` tables and the transfer experiments' ``[tagger]`` table.
+Used by the probes' ``[probe]`` tables and the transfer experiments' ``[tagger]`` table;
+:func:`read_toml` reads their experiment files.
 """
 
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import fields
+from pathlib import Path
+
+from .fileio import read_utf8
+
+
+def read_toml(path: str | Path, what: str, error=ValueError) -> dict:
+    """An experiment file's table; a missing file or bad TOML is ``error`` naming the file and
+    ``what`` it should be (e.g. "experiment file (see probes/*.toml)")."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such {what}")
+    try:
+        return tomllib.loads(read_utf8(path))
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: not valid TOML ({e})") from None
 
 
 def config_from_dict(cls, data: dict, where: str):

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import sys
 import time
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +61,8 @@ from typing import Callable, Optional
 from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
 from ..features.pooling import POOLINGS
-from ..fileio import OutputError, check_inside, check_name, read_utf8
+from ..fileio import OutputError, check_inside, check_name
+from ..settings import read_toml
 from .errors import ExperimentError
 from .own_data import (
     DEFAULT_TASK,
@@ -176,12 +176,7 @@ class Experiment:
     @classmethod
     def load(cls, path: str | Path) -> "Experiment":
         path = Path(path)
-        if not path.is_file():
-            raise ExperimentError(f"{path}: no such experiment file (see probes/*.toml)")
-        try:
-            data = tomllib.loads(read_utf8(path))
-        except tomllib.TOMLDecodeError as e:
-            raise ExperimentError(f"{path}: not valid TOML ({e})") from None
+        data = read_toml(path, "experiment file (see probes/*.toml)", ExperimentError)
         return cls.from_dict(data, str(path), base_dir=path.resolve().parent)
 
     def probe_config(self, **override) -> ProbeConfig | StructuralProbeConfig | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -42,7 +41,8 @@ import numpy as np
 import torch
 
 from ..features.cache import ElmoEncoder, extract_features
-from ..fileio import atomic_path, check_inside, check_name, read_utf8
+from ..fileio import atomic_path, check_inside, check_name
+from ..settings import read_toml
 from .data import METRIC, check_labels, load_files, load_task, subset  # noqa: F401 (load_files: E.load_files in tests)
 from .tagger import ElmoBatch, TaggerConfig, predict, score, train_tagger
 
@@ -107,12 +107,7 @@ class TransferExperiment:
     @classmethod
     def load(cls, path: str | Path) -> "TransferExperiment":
         path = Path(path)
-        if not path.is_file():
-            raise TransferError(f"{path}: no such transfer experiment file (see transfer/*.toml)")
-        try:
-            data = tomllib.loads(read_utf8(path))
-        except tomllib.TOMLDecodeError as e:
-            raise TransferError(f"{path}: not valid TOML ({e})") from None
+        data = read_toml(path, "transfer experiment file (see transfer/*.toml)", TransferError)
         return cls.from_dict(data, str(path), path.resolve().parent)
 
     def config(self) -> TaggerConfig:
