@@ -25,7 +25,7 @@ from typing import Optional, Protocol, Sequence
 
 import numpy as np
 
-from .activations import Activations
+from .activations import MEAN, Activations, take_layer
 
 CACHE_ENV = "PROBING_LAB_CACHE"
 FORMAT_VERSION = 1
@@ -129,10 +129,8 @@ def extract_features(
         record = json.loads(progress_file.read_text())
         if record.get("shape") == list(shape):
             done = int(record["sentences_done"])
-    if done:
-        layers = np.load(partial / "layers.npy", mmap_mode="r+")
-    else:
-        layers = np.lib.format.open_memmap(partial / "layers.npy", mode="w+", dtype=dtype, shape=shape)
+    if not done:
+        np.lib.format.open_memmap(partial / "layers.npy", mode="w+", dtype=dtype, shape=shape).flush()
     np.save(partial / "offsets.npy", offsets)
     bar = None
     if progress:
@@ -142,9 +140,12 @@ def extract_features(
     start = time.perf_counter()
     # Length-sorted inside each chunk (the embedder does it), chunk by chunk in order so that
     # "sentences_done" is a clean resume point.
+    # The file is mapped afresh for each chunk and unmapped after it: pages of a mapping count in the
+    # process's memory, so a long-lived map would grow with the file (see LayerRows).
     for lo in range(done, len(sentences), chunk_sentences):
         hi = min(lo + chunk_sentences, len(sentences))
         arrays = encoder.embed([list(s) for s in sentences[lo:hi]])
+        layers = np.load(partial / "layers.npy", mmap_mode="r+")
         for i, a in zip(range(lo, hi), arrays):
             if not np.isfinite(a).all():
                 del layers
@@ -156,12 +157,12 @@ def extract_features(
                 )
             layers[:, offsets[i] : offsets[i + 1]] = a.astype(dtype)
         layers.flush()
+        del layers
         progress_file.write_text(json.dumps({"sentences_done": hi, "shape": list(shape)}))
         if bar is not None:
             bar.update(int(offsets[hi] - offsets[lo]))
     if bar is not None:
         bar.close()
-    del layers
     meta = {
         "key": key,
         "settings": settings,
@@ -176,6 +177,52 @@ def extract_features(
     shutil.rmtree(final, ignore_errors=True)
     os.replace(partial, final)
     return _open(final, key)
+
+
+class LayerRows:
+    """The rows of one layer key (``"1"``, ``"2f"``, ``"mean"``; ``"mix"``: every layer) of cached
+    features, read from disk a chunk at a time: a probe trains on a file of any size in bounded
+    memory. ``index`` selects and orders rows (None: all, in order); slicing or indexing with an
+    array gives another view. ``read(lo, hi)`` -> float32 ``(hi - lo, dim)``, or
+    ``(hi - lo, n_layers, dim)`` for "mix". ``chunk_rows``: how many rows make about 64 MiB."""
+
+    CHUNK_BYTES = 64 << 20
+    MIN_CHUNK_ROWS = 1024
+
+    def __init__(self, features: "Features", key: str, index: Optional[np.ndarray] = None):
+        self.features, self.key, self.index = features, key, index
+        n_layers, n_tokens, dim = features.layers.shape
+        if key == "mix":
+            self.row_shape: tuple = (n_layers, dim)
+        else:
+            self.row_shape = (take_layer(features.layers[:, :1], key).shape[-1],) if key != MEAN else (dim,)
+        self.n = n_tokens if index is None else len(index)
+        self.chunk_rows = max(self.MIN_CHUNK_ROWS, self.CHUNK_BYTES // (4 * int(np.prod(self.row_shape))))
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def shape(self) -> tuple:
+        return (self.n, *self.row_shape)
+
+    def __getitem__(self, item) -> "LayerRows":
+        rows = np.arange(self.features.n_tokens) if self.index is None else self.index
+        return LayerRows(self.features, self.key, rows[item])
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        # a fresh map per read, dropped after the copy: the pages read stay in the page cache
+        # (fast next time) but not in this process's memory
+        layers = np.load(self.features.path / "layers.npy", mmap_mode="r")
+        rows = slice(lo, hi) if self.index is None else self.index[lo:hi]
+        if self.key == "mix":
+            out = np.transpose(layers[:, rows], (1, 0, 2)).astype(np.float32)
+        elif self.key == MEAN:
+            out = layers[:, rows].astype(np.float32).mean(axis=0)
+        else:
+            out = take_layer(layers, self.key)[rows].astype(np.float32)
+        del layers
+        return np.ascontiguousarray(out)
 
 
 def _open(path: Path, key: str) -> Features:

@@ -2,7 +2,8 @@
 a probe on the user's own file from giving a silently wrong score.
 
 ``check_dataset_table`` validates the table (paths resolved against the experiment file's folder);
-``load_file_dataset`` reads the files once (``probing_lab.datasets.files``), splits a file without
+``load_file_dataset`` reads the files once (``probing_lab.datasets.files``; for ``token_label``
+compactly, as a ``TokenTable``, so that memory does not grow with the file), splits a file without
 dev/test 80/10/10 by sentence with the experiment's seed, refuses what cannot be probed (no
 labels, one label, HEADs that are not a tree for a structural task) and returns the sentences per
 role with what the run directory records: each file's path, size and SHA-256, and the split.
@@ -19,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from ..datasets.conllu import check_label
-from ..datasets.files import FORMATS, MAX_TOKENS, file_record, read_labelled_file
+from ..datasets.files import FORMATS, MAX_TOKENS, TokenTable, file_record, read_labelled_file, read_token_table
 from ..datasets.records import DatasetFormatError
 from . import tasks as T
 
@@ -122,7 +123,11 @@ def load_file_dataset(exp) -> FileDataset:
     """Read, split and check an experiment's file dataset (``exp.dataset`` is a checked table)."""
     table = exp.dataset
     fmt, label, max_tokens = table["format"], table.get("label"), table["max_tokens"]
-    read = {role: read_labelled_file(table[role], fmt, label, max_tokens) for role in ROLES if role in table}
+    if exp.task == "token_label":  # one label column: read compactly, so memory does not grow with the file
+        tables = {role: read_token_table(table[role], fmt, label, max_tokens) for role in ROLES if role in table}
+        read = {role: (t, t.lines.tolist()) for role, t in tables.items()}
+    else:
+        read = {role: read_labelled_file(table[role], fmt, label, max_tokens) for role in ROLES if role in table}
     files = [{"role": role, **file_record(table[role])} for role in read]
     _check_labels(exp.task, read["train"][0], table["train"])
     if exp.task in T.SPAN_TASKS:
@@ -134,7 +139,8 @@ def load_file_dataset(exp) -> FileDataset:
         parts = _carve(len(train), missing, exp.seed, table["train"])
         share = {"train": 100 - 10 * len(missing), "dev": 10, "test": 10}
         for role, idx in parts.items():
-            read[role] = ([train[i] for i in idx], [train_lines[i] for i in idx])
+            part = train.select(idx) if isinstance(train, TokenTable) else [train[i] for i in idx]
+            read[role] = (part, [train_lines[i] for i in idx])
             how[role] = f"{Path(table['train']).name}: {share[role]}% by seed {exp.seed}"
     for role in ROLES:
         sentences[role], lines[role] = read[role]
@@ -162,7 +168,7 @@ def _labels(task: str, sentences) -> list:
     if task.startswith("wsd_"):
         return [(t.lemma, t.sense) for s in sentences for t in s.tokens if t.sense is not None]
     if task in T.TOKEN_TASKS:
-        return T.token_labels(sentences, task)
+        return T.token_labels(sentences, task)  # a TokenTable too
     if task in T.SENTENCE_TASKS:
         return [s.label for s in sentences]
     if task in T.SPAN_TASKS:

@@ -103,8 +103,14 @@ class TrainedProbe:
 
     @torch.no_grad()
     def predict_proba(self, X, batch_size: int = 8192) -> np.ndarray:
+        """``X``: an array, or rows on disk (:class:`~probing_lab.features.cache.LayerRows`)."""
         self.module.eval()
-        out = [torch.softmax(self.module(self._prep(X[i : i + batch_size])), -1) for i in range(0, len(X), batch_size)]
+        X = as_rows(X)
+        batch_size = min(batch_size, X.chunk_rows)
+        out = [
+            torch.softmax(self.module(self._prep(X.read(i, min(i + batch_size, len(X))))), -1)
+            for i in range(0, len(X), batch_size)
+        ]
         return torch.cat(out).numpy() if out else np.zeros((0, self.n_classes), dtype=np.float32)
 
     def predict(self, X) -> np.ndarray:
@@ -119,10 +125,47 @@ class TrainedProbe:
         return torch.softmax(self.module.mix_weights.detach(), 0).tolist()
 
 
-def _standardise(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    mean = X.mean(0, keepdim=True)
-    std = X.std(0, keepdim=True).clamp_min(1e-4)
-    return mean[0], std[0]
+class ArrayRows:
+    """An array in memory as a row source (one chunk: what ``LayerRows`` reads from disk in parts)."""
+
+    def __init__(self, X):
+        self.X = np.asarray(X, dtype=np.float32)
+        self.shape = self.X.shape
+        self.chunk_rows = max(1, len(self.X))
+
+    def __len__(self) -> int:
+        return len(self.X)
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        return self.X[lo:hi]
+
+
+def as_rows(X):
+    """``X`` as a row source: ``len``, ``shape``, ``chunk_rows`` and ``read(lo, hi) -> float32``."""
+    return X if hasattr(X, "read") and hasattr(X, "chunk_rows") else ArrayRows(X)
+
+
+def _chunks(rows) -> list[tuple[int, int]]:
+    return [(lo, min(lo + rows.chunk_rows, len(rows))) for lo in range(0, len(rows), rows.chunk_rows)]
+
+
+def _standardise(rows) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training rows' mean and deviation per feature (in one pass over the chunks)."""
+    chunks = _chunks(rows)
+    if len(chunks) == 1:
+        X = torch.as_tensor(rows.read(0, len(rows)))
+        return X.mean(0), X.std(0).clamp_min(1e-4)
+    total = np.zeros(rows.shape[1:], dtype=np.float64)
+    squares = np.zeros(rows.shape[1:], dtype=np.float64)
+    for lo, hi in chunks:
+        x = rows.read(lo, hi).astype(np.float64)
+        total += x.sum(0)
+        squares += (x * x).sum(0)
+    n = len(rows)
+    mean = total / n
+    var = np.maximum(squares - n * mean * mean, 0.0) / max(n - 1, 1)
+    std = torch.as_tensor(np.sqrt(var), dtype=torch.float32).clamp_min(1e-4)
+    return torch.as_tensor(mean, dtype=torch.float32), std
 
 
 def train_with_early_stopping(module: nn.Module, optimizer, run_epoch, dev_accuracy, config: ProbeConfig):
@@ -154,20 +197,30 @@ def train_with_early_stopping(module: nn.Module, optimizer, run_epoch, dev_accur
 
 
 def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig()) -> TrainedProbe:
-    """Train on ``(X, y)``; keep the epoch with the best dev accuracy."""
-    X_t = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    """Train on ``(X, y)``; keep the epoch with the best dev accuracy. ``X`` and ``X_dev`` are arrays,
+    or rows on disk (``LayerRows``), which are read a chunk at a time: each epoch visits the chunks
+    in a random order and shuffles inside each, so memory stays bounded whatever the data's size."""
+    X, X_dev = as_rows(X), as_rows(X_dev)
     y_t = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    if len(X_t) == 0:
-        raise ValueError("no training examples for the probe")
-    if config.mix and X_t.dim() != 3:
-        raise ValueError("mix=True needs features (N, n_layers, dim)")
-    mean, std = _standardise(X_t)
-    X_t = (X_t - mean) / std
-    Xd = (torch.as_tensor(np.asarray(X_dev), dtype=torch.float32) - mean) / std
     yd = torch.as_tensor(np.asarray(y_dev), dtype=torch.long)
+    if len(X) == 0:
+        raise ValueError("no training examples for the probe")
+    if config.mix and len(X.shape) != 3:
+        raise ValueError("mix=True needs features (N, n_layers, dim)")
+    mean, std = _standardise(X)
+
+    def prep(rows, lo: int, hi: int) -> torch.Tensor:
+        return (torch.as_tensor(rows.read(lo, hi)) - mean) / std
+
+    chunks, dev_chunks = _chunks(X), _chunks(X_dev)
+    if config.optimizer == "lbfgs":  # full batch: the whole training set in memory, by definition
+        chunks = [(0, len(X))]
+    # one chunk (an array in memory, or little data on disk) is read once and kept
+    X_t = prep(X, *chunks[0]) if len(chunks) == 1 else None
+    Xd = prep(X_dev, 0, len(X_dev)) if len(dev_chunks) <= 1 else None
     g = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)
-    module = _Probe(X_t.shape[-1], n_classes, config, X_t.shape[1] if config.mix else 1)
+    module = _Probe(X.shape[-1], n_classes, config, X.shape[1] if config.mix else 1)
     if config.optimizer == "lbfgs":
         optimizer = torch.optim.LBFGS(
             module.parameters(), lr=1.0, max_iter=config.lbfgs_steps, history_size=20, line_search_fn="strong_wolfe"
@@ -183,22 +236,32 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
         loss.backward()
         return loss
 
-    batch_size = min(config.batch_size, max(32, len(X_t) // 16))  # small sets still get enough updates
+    batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
     def run_epoch() -> None:
         if config.optimizer == "lbfgs":
             optimizer.step(full_batch_loss)
             return
-        order = torch.randperm(len(X_t), generator=g)
-        for i in range(0, len(order), batch_size):
-            idx = order[i : i + batch_size]
-            loss = F.cross_entropy(module(X_t[idx]), y_t[idx])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        visit = torch.randperm(len(chunks), generator=g).tolist() if len(chunks) > 1 else [0]
+        for c in visit:
+            lo, hi = chunks[c]
+            Xc = X_t if X_t is not None else prep(X, lo, hi)
+            yc = y_t[lo:hi]
+            order = torch.randperm(hi - lo, generator=g)
+            for i in range(0, len(order), batch_size):
+                idx = order[i : i + batch_size]
+                loss = F.cross_entropy(module(Xc[idx]), yc[idx])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
 
     def dev_accuracy() -> float:
-        return float((module(Xd).argmax(-1) == yd).float().mean()) if len(yd) else 0.0
+        if not len(yd):
+            return 0.0
+        if Xd is not None:
+            return float((module(Xd).argmax(-1) == yd).float().mean())
+        right = sum(int((module(prep(X_dev, lo, hi)).argmax(-1) == yd[lo:hi]).sum()) for lo, hi in dev_chunks)
+        return right / len(yd)
 
     best, epochs_run, history = train_with_early_stopping(module, optimizer, run_epoch, dev_accuracy, config)
     return TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)

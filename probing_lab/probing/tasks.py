@@ -31,6 +31,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from ..datasets.files import TokenTable
 from ..datasets.sentence_tasks import length_bin
 
 TOKEN_TASKS = ("upos", "xpos", "deprel", "const_depth", "subject_number", "token_label")
@@ -44,6 +45,10 @@ def token_labels(sentences, task: str) -> list[Optional[str]]:
     """One label per token, all sentences concatenated (None for the unlabelled tokens of a sparse task)."""
     if task not in TOKEN_TASKS:
         raise ValueError(f"unknown token task {task!r}; choose one of {list(TOKEN_TASKS)}")
+    if isinstance(sentences, TokenTable):  # a token-labelled file, read compactly
+        if task != "token_label":
+            raise ValueError(f"{sentences.source} holds one label column, for token_label, not {task}")
+        return sentences.token_labels()
     labels = []
     for s in sentences:
         for t in s.tokens:

@@ -18,12 +18,13 @@ TASKS = T.TOKEN_TASKS
 def _labelled(split, task: str) -> tuple[list[str], list[str], np.ndarray | None]:
     """The labels and words of a split's labelled tokens, and their rows (None: every token)."""
     labels = T.token_labels(split.sentences, task)
+    words = split.words
     if task not in T.SPARSE_TASKS:
-        return labels, split.words, None
+        return labels, words, None
     rows = np.flatnonzero([label is not None for label in labels])
     if not len(rows):
-        raise ValueError(f"no token of {split.sentences[0].source if split.sentences else 'the split'} has a {task}")
-    return [labels[i] for i in rows], [split.words[i] for i in rows], rows
+        raise ValueError(f"no token of {split.describe()} has a {task}")
+    return [labels[i] for i in rows], [words[i] for i in rows], rows
 
 
 def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
@@ -31,10 +32,10 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     labels = {r: v[0] for r, v in labelled.items()}
     words = {r: v[1] for r, v in labelled.items()}
 
-    def X(role, key):  # the layer's rows of the labelled tokens (all rows, uncopied, for a dense task)
+    def X(role, key):  # the layer's rows of the labelled tokens, read from the cache a chunk at a time
         rows = labelled[role][2]
-        matrix = splits[role].layer(key)
-        return matrix if rows is None else matrix[rows]
+        on_disk = splits[role].rows(key)
+        return on_disk if rows is None else on_disk[rows]
 
     index = T.LabelIndex(labels["train"])
     y = {r: index.encode(l) for r, l in labels.items()}
