@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
 
 from .config import ElmoOptions
+from .interventions import Intervention, apply_functions, check_interventions
 from .modules import BiLstm, CharTokenEncoder, LstmState
 
 
@@ -53,23 +54,40 @@ class ElmoBiLM(nn.Module):
         state: Optional[LstmState] = None,
         fused: bool = False,
         token_vectors: Optional[torch.Tensor] = None,
+        interventions: Sequence[Intervention] = (),
     ) -> BiLMOutput:
         """``char_ids (batch, T, 50)`` shifted ids with the boundary tokens included (see
         :func:`~probing_lab.elmo.chars.batch_to_ids`). ``token_vectors (batch, T, proj)`` may
-        be given instead of running the char CNN (a type-vector cache)."""
+        be given instead of running the char CNN (a type-vector cache). ``interventions``
+        change layer outputs on the way up (:mod:`probing_lab.elmo.interventions`)."""
         mask = (char_ids > 0).any(dim=-1)
         if token_vectors is None:
             token_vectors = self.token_encoder(char_ids)
-        return self.from_token_vectors(token_vectors, mask, state, fused)
+        return self.from_token_vectors(token_vectors, mask, state, fused, interventions)
 
     def from_token_vectors(
-        self, token_vectors: torch.Tensor, mask: torch.Tensor, state: Optional[LstmState] = None, fused: bool = False
+        self,
+        token_vectors: torch.Tensor,
+        mask: torch.Tensor,
+        state: Optional[LstmState] = None,
+        fused: bool = False,
+        interventions: Sequence[Intervention] = (),
     ) -> BiLMOutput:
         """The biLM above the type layer: ``token_vectors (batch, T, proj)`` (zero at padding),
         ``mask (batch, T)`` bool, boundaries included."""
-        lstm_layers, new_state = self.lstm(token_vectors, mask, state, fused=fused)
-        layers = [torch.cat([token_vectors, token_vectors], dim=-1), *lstm_layers]
-        return BiLMOutput(layers, mask, new_state)
+        if not interventions:
+            lstm_layers, new_state = self.lstm(token_vectors, mask, state, fused=fused)
+            layers = [torch.cat([token_vectors, token_vectors], dim=-1), *lstm_layers]
+            return BiLMOutput(layers, mask, new_state)
+        if fused:
+            raise ValueError("interventions run on the exact LSTM path; leave fused off")
+        check_interventions(interventions, len(self.lstm.layers), self.options.lstm_dim)
+        keep = mask.unsqueeze(-1)
+        forward_in, backward_in = (apply_functions(interventions, 0, side, token_vectors) * keep for side in (0, 1))
+        lstm_layers, new_state = self.lstm(
+            forward_in, mask, state, inputs_backward=backward_in, interventions=interventions
+        )
+        return BiLMOutput([torch.cat([forward_in, backward_in], dim=-1), *lstm_layers], mask, new_state)
 
     def count_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

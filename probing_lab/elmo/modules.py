@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ElmoOptions
+from .interventions import apply_functions, unit_masks
 
 LstmState = tuple[torch.Tensor, torch.Tensor]  # h (layers, 2, batch, proj), c (layers, 2, batch, cell)
 
@@ -173,8 +174,12 @@ class BiLstm(nn.Module):
         mask: torch.Tensor,
         state: Optional[LstmState] = None,
         fused: bool = False,
+        inputs_backward: Optional[torch.Tensor] = None,
+        interventions: Sequence = (),
     ) -> tuple[list[torch.Tensor], LstmState]:
-        """``inputs (batch, T, proj)``, ``mask (batch, T)`` bool, left-aligned sequences.
+        """``inputs (batch, T, proj)``, ``mask (batch, T)`` bool, left-aligned sequences;
+        ``inputs_backward``: what the backward LM reads instead, when it differs (an intervention
+        on the type layer); ``interventions``: those of the LSTM layers (see ``ElmoBiLM.forward``).
 
         Returns the output of every layer, each ``(batch, T, 2*proj)`` (forward | backward,
         zero at padding), and the final state of every row (after its last real token going
@@ -188,10 +193,11 @@ class BiLstm(nn.Module):
             state = self.zero_state(batch, inputs.device, inputs.dtype)
         lengths = mask.sum(dim=1)
         rev = _reverse_index(lengths, T)  # backward direction runs on per-row reversed sequences
-        x = torch.stack([inputs, _gather_time(inputs, rev)])  # (2, batch, T, proj)
+        backward = inputs if inputs_backward is None else inputs_backward
+        x = torch.stack([inputs, _gather_time(backward, rev)])  # (2, batch, T, proj)
         # (T, batch, 1); None when no row is padded (length-sorted batches mostly are not)
         step_mask = mask.t().unsqueeze(-1) if not bool(mask.all()) else None
-        layers, final = self._layer_loop(x, step_mask, state, fused=fused)
+        layers, final = self._layer_loop(x, step_mask, state, fused=fused, interventions=interventions, rev=rev)
         # padding comes after each row's real steps in both reading orders, so it never reaches
         # a real position; it is zeroed in what is returned
         outputs = [torch.cat([y[0], _gather_time(y[1], rev)], dim=-1) * mask.unsqueeze(-1) for y in layers]
@@ -207,24 +213,37 @@ class BiLstm(nn.Module):
         layers, final = self._layer_loop(x, None, state, dropout=dropout)
         return layers[-1], final
 
-    def _layer_loop(self, x, step_mask, state: LstmState, dropout: float = 0.0, fused: bool = False):
+    def _layer_loop(
+        self, x, step_mask, state: LstmState, dropout: float = 0.0, fused: bool = False, interventions=(), rev=None
+    ):
         """Every layer over ``x (2, batch, T, in)`` (each direction in its reading order): the
-        outputs of each layer, residual included, and the final state ``(h, c)``."""
+        outputs of each layer, residual included, and the final state ``(h, c)``. ``rev`` turns the
+        backward direction's reading order into sentence order (for ``interventions``)."""
         run = self._run_fused if fused else self._run_exact
         outputs, h_final, c_final = [], [], []
         for k, layer in enumerate(self.layers):
             inputs = F.dropout(x, dropout, self.training) if dropout else x
-            y, h, c = run(layer, inputs, step_mask, state[0][k], state[1][k])
+            if interventions:
+                cell_keep, output_keep = unit_masks(interventions, k + 1, self.cell_dim)
+                y, h, c = run(layer, inputs, step_mask, state[0][k], state[1][k], cell_keep, output_keep)
+            else:
+                y, h, c = run(layer, inputs, step_mask, state[0][k], state[1][k])
             if self.residual and k > 0:
                 y = y + x
+            if interventions:
+                forward = apply_functions(interventions, k + 1, 0, y[0])
+                backward = _gather_time(apply_functions(interventions, k + 1, 1, _gather_time(y[1], rev)), rev)
+                y = torch.stack([forward, backward])
             outputs.append(y)
             h_final.append(h)
             c_final.append(c)
             x = y
         return outputs, (torch.stack(h_final), torch.stack(c_final))
 
-    def _run_exact(self, layer, x, step_mask, h, c):
-        """One layer, both directions: ``x (2, batch, T, in)`` -> ``(2, batch, T, proj)``."""
+    def _run_exact(self, layer, x, step_mask, h, c, cell_keep=None, output_keep=None):
+        """One layer, both directions: ``x (2, batch, T, in)`` -> ``(2, batch, T, proj)``.
+        ``cell_keep`` / ``output_keep (2, 1, cell)``: 0/1 masks on the cell state and on the units'
+        output before the projection, applied at every step (unit ablation)."""
         directions, batch, T, _ = x.shape
         cell = self.cell_dim
         # Gate columns reordered i, f, o, g so that the three sigmoid gates are one slice: one
@@ -248,7 +267,12 @@ class BiLstm(nn.Module):
             c_new = torch.addcmul(f * c, i, torch.tanh(g))
             if self.cell_clip:
                 c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            h_new = torch.bmm(o * torch.tanh(c_new), layer.proj_weight)
+            if cell_keep is not None:
+                c_new = c_new * cell_keep
+            unit_out = o * torch.tanh(c_new)
+            if output_keep is not None:
+                unit_out = unit_out * output_keep
+            h_new = torch.bmm(unit_out, layer.proj_weight)
             if self.proj_clip:
                 h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
             if step_mask is None or t < n_full:
