@@ -171,16 +171,19 @@ def evaluate_agreement(
     pairs: Optional[Sequence[MinimalPair]] = None,
     on_progress: Optional[Callable[[float], None]] = None,
     batch_size: int = 64,
+    interventions: Sequence = (),
 ) -> AgreementResult:
     """Accuracy per construction (and ``overall``): the share of pairs whose grammatical sentence
-    gets the higher total log-probability, per direction and with both directions summed."""
+    gets the higher total log-probability, per direction and with both directions summed
+    (``interventions``: with the biLM's layers changed, see ``probing_lab.elmo.interventions``)."""
     pairs = list(pairs if pairs is not None else read_pairs())
     if not pairs:
         raise ValueError("no minimal pairs to evaluate")
     wins: dict[str, list[tuple[bool, bool, bool]]] = {}
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
-        scores = score_sentences(lm, [s for p in chunk for s in (p.grammatical, p.ungrammatical)], batch_size)
+        sentences = [s for p in chunk for s in (p.grammatical, p.ungrammatical)]
+        scores = score_sentences(lm, sentences, batch_size, interventions)
         for p, good, bad in zip(chunk, scores[0::2], scores[1::2]):
             f = good.forward_total > bad.forward_total
             b = good.backward_total > bad.backward_total

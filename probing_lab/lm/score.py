@@ -4,7 +4,8 @@ For a sentence ``w_0 .. w_{n-1}`` the biLM reads ``<S> w_0 .. w_{n-1} </S>`` fro
 ``forward_logprob[i] = log P(w_i | <S> w_0 .. w_{i-1})`` and ``backward_logprob[i] = log P(w_i |
 w_{i+1} .. w_{n-1} </S>)``, natural log, full softmax; ``forward_eos = log P(</S> | <S> w_0 ..)``
 and ``backward_bos = log P(<S> | .. w_{n-1} </S>)``. Words outside the vocabulary are scored as
-``<UNK>`` and their indices listed in ``unk``.
+``<UNK>`` and their indices listed in ``unk``. ``interventions`` (``probing_lab.elmo.interventions``)
+run the biLM with layer outputs changed: the scores then say what the change does to the LM.
 """
 
 from __future__ import annotations
@@ -67,12 +68,14 @@ def _target_ids(lm: LanguageModel, tokens: Sequence[str]) -> list[int]:
 
 
 @torch.no_grad()
-def _top_states(lm: LanguageModel, sentences: Sequence[Sequence[str]]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def _top_states(
+    lm: LanguageModel, sentences: Sequence[Sequence[str]], interventions: Sequence = ()
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Per sentence: the forward and backward top-layer states ``(n + 1, proj)`` that predict:
     row ``i`` of the forward one predicts ``x[i + 1]`` from ``x[: i + 1]``, row ``i`` of the
     backward one predicts ``x[i]`` from ``x[i + 1 :]``, where ``x = <S> w_0 .. w_{n-1} </S>``."""
     check_sentences(sentences)
-    top = lm.bilm(batch_to_ids(sentences)).layers[-1]
+    top = lm.bilm(batch_to_ids(sentences), interventions=interventions).layers[-1]
     proj = top.shape[-1] // 2
     for b, tokens in enumerate(sentences):
         length = len(tokens) + 2
@@ -89,12 +92,14 @@ def _target_log_probs(lm: LanguageModel, h: torch.Tensor, targets: torch.Tensor,
     return out
 
 
-def score_sentences(lm: LanguageModel, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[SentenceScore]:
+def score_sentences(
+    lm: LanguageModel, sentences: Sequence[Sequence[str]], batch_size: int = 32, interventions: Sequence = ()
+) -> list[SentenceScore]:
     """Score token lists (see the module docstring); an empty list scores only its boundary."""
     scores = []
     for start in range(0, len(sentences), batch_size):
         batch = [list(s) for s in sentences[start : start + batch_size]]
-        for tokens, (forward, backward) in zip(batch, _top_states(lm, batch)):
+        for tokens, (forward, backward) in zip(batch, _top_states(lm, batch, interventions)):
             ids = torch.tensor(_target_ids(lm, tokens))
             fwd = _target_log_probs(lm, forward, ids[1:])  # x[1:] given what precedes
             bwd = _target_log_probs(lm, backward, ids[:-1])  # x[:-1] given what follows

@@ -1,0 +1,49 @@
+"""Causal analysis: INLP removes a planted linear property, and only what it has to."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from probing_lab.causal.inlp import inlp, project, random_basis
+
+
+def planted(n=3000, dim=32, seed=0, labels=2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, dim)).astype(np.float32)
+    directions = rng.normal(size=(labels - 1, dim))
+    scores = X @ directions.T
+    y = (scores[:, 0] > 0).astype(np.int64) if labels == 2 else np.digitize(scores[:, 0], [-0.5, 0.5])
+    return X, y, directions
+
+
+@pytest.mark.parametrize("labels", [2, 3])
+def test_inlp_removes_a_planted_linear_property_down_to_the_majority(labels):
+    X, y, directions = planted(labels=labels)
+    result = inlp(X[:2500], y[:2500], X[2500:], y[2500:], n_labels=labels, iterations=10)
+    assert result.accuracy[0] > 0.9  # decodable before
+    assert result.accuracy[-1] <= result.majority + 0.05  # gone after
+    assert 1 <= result.rank <= 6  # a few directions, not the whole space
+    np.testing.assert_allclose(result.basis @ result.basis.T, np.eye(result.rank), atol=1e-4)
+    w = directions[0] / np.linalg.norm(directions[0])
+    assert np.linalg.norm(result.basis @ w) > 0.9  # the planted direction is in the removed subspace
+    kept = project(X, result.basis)
+    np.testing.assert_allclose(kept @ result.basis.T, 0, atol=1e-4)
+
+
+def test_a_random_subspace_of_the_same_rank_leaves_the_property():
+    X, y, _ = planted()
+    basis = random_basis(32, 2, seed=3)
+    np.testing.assert_allclose(basis @ basis.T, np.eye(2), atol=1e-5)
+    after = inlp(project(X[:2500], basis), y[:2500], project(X[2500:], basis), y[2500:], 2, iterations=0)
+    assert after.accuracy[0] > 0.85
+
+
+def test_bad_inlp_input_is_refused():
+    X, y, _ = planted()
+    with pytest.raises(ValueError, match="at least two labels"):
+        inlp(X, np.zeros(len(X), dtype=np.int64), X, np.zeros(len(X), dtype=np.int64), 1)
+    with pytest.raises(ValueError, match="larger than the layer's width"):
+        inlp(X, y, X, y, 2, max_rank=33)
+    with pytest.raises(ValueError, match="larger than the layer's width"):
+        random_basis(32, 40, 0)
