@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .analysis.commands import add_compare_command
 from .argtypes import layer_list, positive_int
+from .causal.commands import add_causal_commands
 from .download import DownloadError, add_download_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
@@ -305,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lm_commands(sub)
     add_compare_command(sub)
     add_download_command(sub)
+    add_causal_commands(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="*", help="experiment TOML file(s)")

@@ -47,3 +47,32 @@ def test_bad_inlp_input_is_refused():
         inlp(X, y, X, y, 2, max_rank=33)
     with pytest.raises(ValueError, match="larger than the layer's width"):
         random_basis(32, 40, 0)
+
+
+def test_the_amnesic_command_writes_a_run_per_site_and_refuses_bad_input(tmp_path, capsys):
+    import json
+
+    from test_lm import _lm_dir
+
+    from probing_lab.cli import main
+
+    model = _lm_dir(tmp_path)
+    out = tmp_path / "amnesic"
+    args = ["causal", "amnesic", "--property", "number", "--layers", "1,2", "--directions", "forward",
+            "--train-sentences", "150", "--dev-sentences", "40", "--eval-sentences", "10", "--iterations", "3",
+            "--random-draws", "2", "--agreement-pairs", "3", "--model", str(model), "--quiet"]  # fmt: skip
+    assert main([*args, "--out", str(out)]) == 0
+    for layer in (1, 2):
+        m = json.loads((out / f"number-L{layer}-forward" / "metrics.json").read_text())
+        assert m["kind"] == "amnesic" and m["layer"] == layer and m["direction"] == "forward"
+        assert m["labels"] == ["Plur", "Sing"] and len(m["ppl_after_random"]) == 2
+        assert m["probe_after"] <= m["probe_before"] and len(m["inlp_accuracy"]) >= 1
+        assert set(m["agreement"]) == {"before", "after", "after_random"}
+        assert m["rank"] > 0 or m["ppl_after"] == m["ppl_before"]  # nothing removed: nothing changes
+    assert "| number | L1 forward |" in (out / "summary.md").read_text()
+    assert main([*args, "--out", str(out)]) == 2  # an existing run is not replaced without --force
+    assert "--force" in capsys.readouterr().err
+    assert main([*args[:5], "5", *args[6:], "--out", str(tmp_path / "x")]) == 2
+    assert "layers 0-2" in capsys.readouterr().err
+    assert main([*args[:7], "sideways", *args[8:], "--out", str(tmp_path / "y")]) == 2
+    assert "--directions" in capsys.readouterr().err

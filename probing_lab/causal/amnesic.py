@@ -142,8 +142,8 @@ def amnesic_site(data: AmnesicData, layer: int, direction: str, log: Callable[[s
     removed = inlp(X, y, X_dev, y_dev, len(data.labels), config.iterations, log=log)
     ppl_before, lp_before = _direction_scores(data.before, direction)
 
-    def with_basis(basis):
-        iv = [project_out(layer, direction, torch.as_tensor(basis))]
+    def with_basis(basis):  # rank 0 (the probe was at the majority already): nothing to remove
+        iv = [project_out(layer, direction, torch.as_tensor(basis))] if len(basis) else []
         return iv, _direction_scores(score_sentences(lm, data.eval_words, interventions=iv), direction)
 
     iv, (ppl_after, lp_after) = with_basis(removed.basis)
