@@ -67,7 +67,10 @@ def test_summaries_equal_the_hand_computed_means_and_spread():
     assert [r["training data"] for r in table] == ["10% (12 sentences)", "100% (120 sentences)"]
     # 10%: static 0.55 (error 0.45), elmo 0.75 (error 0.25): (0.45 - 0.25) / 0.45 = 44.4%
     assert table[0]["relative error reduction"] == "44.4%"
-    assert table[0]["static embedding, test F1"] == 0.55 and table[0]["ELMo scalar mix, test F1"] == 0.75
+    assert table[0]["static embedding"] == 0.55 and table[0]["ELMo scalar mix"] == 0.75
+    assert table[0]["metric"] == "test F1" and R.error_reduction_rows(hand_run(metric="accuracy"))[0]["metric"] == (
+        "test accuracy"
+    )
     # 100%: static 0.85 (0.15), elmo 0.92 (0.08): 0.07 / 0.15 = 46.7%
     assert table[1]["relative error reduction"] == "46.7%" and table[1]["gain (points)"] == pytest.approx(7.0)
     assert R.error_reduction(1.0, 1.0) is None and R.error_reduction(0.5, 0.75) == pytest.approx(0.5)
@@ -209,9 +212,17 @@ def test_the_page_shows_the_curve_the_weights_and_the_table(tiny_run, page_env):
     assert np.sum(by_layer, axis=0) == pytest.approx(np.ones(2), abs=1e-6)  # two groups, each sums to 1
     if R.probe_scores("chunking") is not None:
         assert any("Linear probe" in t for t in titles)
+        assert "used another model" in texts(at.caption)  # the tiny model's layers are not the probed ones
     tables = [d.value for d in at.dataframe]
     reduction = tables[0]
-    assert list(reduction.columns)[:3] == ["experiment", "training data", "static embedding, test F1"]
+    assert list(reduction.columns)[:5] == [
+        "experiment",
+        "metric",
+        "training data",
+        "static embedding",
+        "ELMo scalar mix",
+    ]
+    assert set(reduction["metric"]) == {"test F1", "test accuracy"}  # one table for both kinds of task
     assert "relative error reduction" in reduction.columns and len(reduction) == 4  # 2 runs x 2 fractions
     useful = tables[1]
     assert "learned weight softmax(s)" in useful.columns and set(useful["layer"]) == {"L0", "L1", "L2"}

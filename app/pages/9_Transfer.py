@@ -125,6 +125,18 @@ with lab_ui.friendly_errors("The transfer view"):
             "entities: entities_gum, upos: pos_ewt)."
         )
     st.dataframe(report.decodable_vs_useful(selected, probes), hide_index=True)
+    other = sorted(
+        {
+            f"{run.experiment} ({run.model})"
+            for run in selected
+            if probes.get(run.task) and probes[run.task]["model"] != run.model
+        }
+    )
+    if other:
+        st.caption(
+            f"The probes were run with {', '.join(sorted({p['model'] for p in probes.values() if p}))}; "
+            f"the transfer runs {', '.join(other)} used another model, so their layers are not the same vectors."
+        )
     largest = sorted({report.fraction_label(max(run.fractions)) for run in selected})
     st.caption(
         f"Left: softmax(s) of the ELMo scalar mix the tagger learned with {' / '.join(largest)} of the training data, "

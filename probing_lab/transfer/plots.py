@@ -57,7 +57,7 @@ def sample_efficiency_figure(runs: list[TransferRun]):
         type="log",
         tickvals=values,
         ticktext=[fraction_label(v) for v in values],
-        title_text="training data (share of the training sentences, log scale)",
+        title_text="training data (log scale)",
     )
     fig.update_layout(
         title="Sample efficiency: test score by input and training-set size (mean over seeds, bars ±1 std)",
@@ -125,7 +125,7 @@ def probe_scores_figure(runs: list[TransferRun], probes: dict[str, Optional[dict
         probe = probes.get(run.task)
         if not probe:
             continue
-        groups.append(f"{run.experiment}<br>(probe {probe['experiment']})")
+        groups.append(f"{run.experiment}<br>({run.task})")  # the groups of layer_weights_figure
         for layer, score in probe["layers"].items():
             per_layer.setdefault(layer, {})[groups[-1]] = score
     for layer in sorted(per_layer):
@@ -139,9 +139,11 @@ def probe_scores_figure(runs: list[TransferRun], probes: dict[str, Optional[dict
                 hovertemplate=f"{layer}: %{{y:.4f}}<extra></extra>",
             )
         )
+    scores = [v for per in per_layer.values() for v in per.values()]
+    low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
     fig.update_layout(
         title="Linear probe test score of the same layers (probes/results)",
-        yaxis={"title": "probe test score (axis not from 0)"},
+        yaxis={"title": "probe test score (axis not from 0)", "range": [max(0.0, low - 0.05), min(1.0, high + 0.03)]},
         scattermode="group",
         template="plotly_white",
         height=380,

@@ -267,9 +267,10 @@ def error_reduction_rows(run: TransferRun) -> list[dict]:
         rows.append(
             {
                 "experiment": run.experiment,
+                "metric": metric,
                 "training data": fraction_label(fraction) + (f" ({n:,} sentences)" if isinstance(n, int) else ""),
-                f"static embedding, {metric}": round(static["mean"], 4),
-                f"ELMo scalar mix, {metric}": round(elmo["mean"], 4),
+                "static embedding": round(static["mean"], 4),
+                "ELMo scalar mix": round(elmo["mean"], 4),
                 "gain (points)": round(100 * (elmo["mean"] - static["mean"]), 2),
                 "relative error reduction": None if reduction is None else f"{reduction:.1%}",
             }
