@@ -307,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(sub)
     add_download_command(sub)
     add_causal_commands(sub)
+    from .static.commands import add_word2vec_command  # word2vec: static vectors on the LM corpus
+
+    add_word2vec_command(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="*", help="experiment TOML file(s)")
