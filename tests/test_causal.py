@@ -76,3 +76,70 @@ def test_the_amnesic_command_writes_a_run_per_site_and_refuses_bad_input(tmp_pat
     assert "layers 0-2" in capsys.readouterr().err
     assert main([*args[:7], "sideways", *args[8:], "--out", str(tmp_path / "y")]) == 2
     assert "--directions" in capsys.readouterr().err
+
+
+PATCH_WORDS = ["<S>", "</S>", "<UNK>", "The", "author", "authors", "near", "the", "guards", "laughs", "laugh", "."]
+
+
+def patch_lm():
+    import torch
+    from conftest import TINY_MODEL
+
+    from probing_lab.elmo import ElmoBiLM, ElmoOptions
+    from probing_lab.lm.model import LanguageModel
+    from probing_lab.training.vocab import Vocabulary
+
+    g = torch.Generator().manual_seed(0)
+    bilm = ElmoBiLM(ElmoOptions.from_dict(TINY_MODEL))
+    bilm.reset_parameters(g)
+    n = len(PATCH_WORDS)
+    return LanguageModel(
+        bilm.eval(), torch.randn(n, 8, generator=g), torch.randn(n, generator=g), Vocabulary(PATCH_WORDS), "t"
+    )
+
+
+def test_patching_a_sentence_with_itself_changes_nothing():
+    from probing_lab.causal.patching import _layer_outputs, _logit_difference
+    from probing_lab.elmo.interventions import copy_from
+
+    lm = patch_lm()
+    tokens = ("The", "author", "near", "the", "guards", "laughs", ".")
+    plain = _logit_difference(lm, tokens, 5, "laughs", "laugh", "forward")
+    for layer, output in enumerate(_layer_outputs(lm, tokens)):
+        for p in range(len(tokens) + 2):
+            iv = [copy_from(layer, "forward", output[..., :8], positions=[p])]
+            assert _logit_difference(lm, tokens, 5, "laughs", "laugh", "forward", iv) == plain
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_patching_the_only_word_that_differs_restores_the_clean_decision(direction):
+    from probing_lab.causal.patching import patch_pair
+    from probing_lab.lm.agreement import MinimalPair
+
+    pair = MinimalPair(
+        "prepositional_phrase", "singular", 5, ("The", "author", "near", "the", "guards", "laughs", "."),
+        ("The", "author", "near", "the", "guards", "laugh", "."),
+    )  # fmt: skip
+    r = patch_pair(patch_lm(), pair, direction)
+    assert r.effect.shape == (3, 9) and r.tokens[0] == "<S>" and r.tokens[-1] == "</S>"
+    if direction == "forward":  # the subject (position 2) differs; the verb (token 5) is predicted at position 5
+        assert r.effect[0, 2] == pytest.approx(1.0, abs=1e-5)  # its type vector carries the whole difference
+        assert r.effect[2, 5] == pytest.approx(1.0, abs=1e-5)  # the state that predicts the verb
+        np.testing.assert_allclose(r.effect[:, :2], 0, atol=1e-6)  # <S> and "The": the same in both
+        assert np.isnan(r.effect[:, 6:]).all()  # read after the verb's prediction: cannot matter
+    else:  # the verb (position 6) differs; the subject (token 1) is predicted at position 3
+        assert r.effect[0, 6] == pytest.approx(1.0, abs=1e-5)
+        assert r.effect[2, 3] == pytest.approx(1.0, abs=1e-5)
+        np.testing.assert_allclose(r.effect[:, 7:], 0, atol=1e-6)  # "." and </S>
+        assert np.isnan(r.effect[:, :3]).all()
+
+
+def test_patching_refuses_sentences_of_different_lengths_naming_them():
+    from probing_lab.causal.patching import patch_pair
+    from probing_lab.lm.agreement import MinimalPair
+
+    pair = MinimalPair(
+        "simple", "singular", 2, ("The", "author", "laughs", "."), ("The", "author", "laugh", "now", ".")
+    )
+    with pytest.raises(ValueError, match="same length: 'The author laughs .' has 4 tokens"):
+        patch_pair(patch_lm(), pair, "backward")
