@@ -49,6 +49,14 @@ def test_bad_inlp_input_is_refused():
         random_basis(32, 40, 0)
 
 
+def _have_ewt() -> bool:
+    from probing_lab.datasets import resolve_data_dir
+
+    root, _ = resolve_data_dir()
+    return root is not None and (root / "ud-english-ewt" / "en_ewt-ud-train.conllu").exists()
+
+
+@pytest.mark.skipif(not _have_ewt(), reason="UD English-EWT not in the data directory")
 def test_the_amnesic_command_writes_a_run_per_site_and_refuses_bad_input(tmp_path, capsys):
     import json
 
