@@ -44,6 +44,7 @@ from ..features.cache import ElmoEncoder, extract_features
 from ..fileio import atomic_path, check_inside, check_name
 from ..settings import read_toml
 from .data import METRIC, check_labels, load_files, load_task, subset  # noqa: F401 (load_files: E.load_files in tests)
+from .report import error_reduction, summarize
 from .tagger import ElmoBatch, TaggerConfig, predict, score, train_tagger
 
 INPUTS = ("static", "elmo", "elmo_top", "elmo_l0", "elmo_random")
@@ -138,26 +139,23 @@ def _layers(name: str, n_layers: int) -> list[int]:
 
 
 def _summary(cells: list[dict], exp: TransferExperiment) -> dict:
+    """``{input: {fraction: {mean, std, n}}}`` of the test scores (``report.summarize``'s rows)."""
     out: dict = {}
-    for name in exp.inputs:
-        for f in sorted(exp.fractions):
-            values = [c["test"] for c in cells if c["input"] == name and c["fraction"] == float(f)]
-            if values:
-                out.setdefault(name, {})[str(float(f))] = {
-                    "mean": float(np.mean(values)),
-                    "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-                    "n": len(values),
-                }
+    fractions = {float(f) for f in exp.fractions}
+    for row in summarize(cells):
+        if row["input"] in exp.inputs and row["fraction"] in fractions:
+            out.setdefault(row["input"], {})[str(row["fraction"])] = {k: row[k] for k in ("mean", "std", "n")}
     return out
 
 
 def _error_reduction(summary: dict, metric: str) -> dict:
-    """Relative error reduction of ``elmo`` over ``static``: ``(err_static - err_elmo) / err_static``."""
+    """Relative error reduction of ``elmo`` over ``static`` per fraction (``report.error_reduction``)."""
     out = {}
     for f, s in summary.get("static", {}).items():
         e = summary.get("elmo", {}).get(f)
-        if e and s["mean"] < 1:
-            out[f] = ((1 - s["mean"]) - (1 - e["mean"])) / (1 - s["mean"])
+        reduction = error_reduction(s["mean"], e["mean"]) if e else None
+        if reduction is not None:
+            out[f] = reduction
     return out
 
 
