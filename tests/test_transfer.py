@@ -125,6 +125,39 @@ def test_a_nan_loss_stops_with_a_message_and_keeps_the_best_state():
     assert all(torch.isfinite(p).all() for p in trained.model.parameters())
 
 
+def write_vectors(folder: Path, words: list[str], dim: int, seed: int = 0) -> np.ndarray:
+    from safetensors.numpy import save_file
+
+    from probing_lab.static.word2vec import TENSOR_KEY, VECTORS_FILE, VOCAB_FILE
+
+    folder.mkdir(parents=True)
+    matrix = np.random.default_rng(seed).normal(0, 0.25, (len(words), dim)).astype(np.float32)
+    save_file({TENSOR_KEY: matrix}, str(folder / VECTORS_FILE))
+    (folder / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
+    return matrix
+
+
+def test_static_vectors_initialise_the_word_embedding(files, tiny, tmp_path):
+    from probing_lab.static import StaticVectors
+    from probing_lab.transfer.tagger import PAD, Tagger
+
+    matrix = write_vectors(tmp_path / "w2v", ["the", "bank", "river"], 8)
+    table = StaticVectors.load(tmp_path / "w2v").table(["<pad>", "<unk>", "Bank", "zzz", "the"])
+    assert np.isnan(table[[0, 1, 3]]).all() and np.allclose(table[[2, 4]], matrix[[1, 0]])  # "Bank" via lowercase
+    model = Tagger(5, 3, TaggerConfig(**FAST), vectors=table)
+    weight = model.embedding.weight.detach().numpy()
+    assert np.allclose(weight[[2, 4]], matrix[[1, 0]]) and not weight[PAD].any()
+    assert 0.1 < weight[[1, 3]].std() < 0.6  # words without a vector start at the vectors' scale, not N(0, 1)
+    # through an experiment; vectors of another width, or no folder, are refused before any work
+    metrics = run(files, tiny, tmp_path, "w2v-run", inputs=["static"], static_vectors=str(tmp_path / "w2v"))
+    assert metrics["cells"][0]["test"] > 0.6
+    with pytest.raises(E.TransferError, match="have 8 dimensions but \\[tagger\\] static_dim is 16"):
+        run(files, tiny, tmp_path, "wide", static_vectors=str(tmp_path / "w2v"), tagger={**FAST, "static_dim": 16})
+    with pytest.raises(E.TransferError, match="no such folder of static vectors"):
+        run(files, tiny, tmp_path, "none", static_vectors=str(tmp_path / "nowhere"))
+    assert not (tmp_path / "wide").exists() and not (tmp_path / "none").exists()  # refused before any work
+
+
 # --- the grid: resume, bad input --------------------------------------------------------------------
 
 

@@ -121,6 +121,16 @@ class StaticVectors:
             out[j] = self.vector(t)
         return out
 
+    def table(self, words: Sequence[str]) -> np.ndarray:
+        """float32 ``(len(words), dim)``: each word's vector (exact, else lowercased), NaN rows for
+        words without one (an embedding initialised from it keeps those rows as they are)."""
+        out = np.full((len(words), self.dim), np.nan, dtype=np.float32)
+        for j, w in enumerate(words):
+            i = self.row(w)
+            if i is not None:
+                out[j] = self.matrix[i]
+        return out
+
     def unit(self) -> np.ndarray:
         """float32 rows scaled to length 1 (a zero row stays zero); computed once."""
         if self._unit is None:

@@ -63,6 +63,7 @@ class TransferExperiment:
     seeds: list = field(default_factory=lambda: [0, 1, 2])
     tagger: dict = field(default_factory=dict)
     dataset: Optional[dict] = None  # own files (task token_label); paths made absolute by from_dict
+    static_vectors: Optional[str] = None  # a static vectors folder initialising every input's word embedding
     description: str = ""
 
     @classmethod
@@ -87,6 +88,11 @@ class TransferExperiment:
                 if isinstance(table.get(role), str) and not Path(table[role]).expanduser().is_absolute():
                     table[role] = str((base_dir or Path.cwd()) / table[role])
             exp.dataset = table
+        if exp.static_vectors is not None:
+            if not isinstance(exp.static_vectors, str) or not exp.static_vectors:
+                raise TransferError(f"{where}: static_vectors must be a folder of static vectors (a path)")
+            if not Path(exp.static_vectors).expanduser().is_absolute():
+                exp.static_vectors = str(((base_dir or Path.cwd()) / exp.static_vectors).resolve())
         bad = [i for i in exp.inputs if i not in INPUTS] if isinstance(exp.inputs, list) else [exp.inputs]
         if bad or not exp.inputs:
             raise TransferError(f"{where}: inputs must be a non-empty list of {list(INPUTS)}, got {exp.inputs!r}")
@@ -119,23 +125,51 @@ class TransferExperiment:
         return [(i, float(f), s) for f in sorted(self.fractions) for i in self.inputs for s in self.seeds]
 
 
-def elmo_rows(features, layers: list[int], sentences: np.ndarray) -> ElmoBatch:
-    """``idx -> (B, T, len(layers), dim)``: the rows of ``sentences[idx]`` in cached ``features``."""
-    offsets = features.offsets
+class TokenLayers:
+    """A split's cached layers held in memory as ``(n_tokens, n_layers, dim)``, so that a batch is a
+    few contiguous copies (gathering from the cache's memory map was a fifth of the training time)."""
 
-    def batch(idx) -> torch.Tensor:
-        chosen = sentences[np.asarray(idx)]
-        lengths = offsets[chosen + 1] - offsets[chosen]
-        out = np.zeros((len(chosen), int(lengths.max()), len(layers), features.layers.shape[-1]), dtype=np.float32)
-        for row, i in enumerate(chosen):
-            out[row, : lengths[row]] = np.transpose(features.layers[layers, offsets[i] : offsets[i + 1]], (1, 0, 2))
-        return torch.from_numpy(out)
+    def __init__(self, features):
+        self.rows = np.ascontiguousarray(np.moveaxis(np.asarray(features.layers), 0, 1))
+        self.offsets = features.offsets
 
-    return batch
+    def batches(self, layers: list[int], sentences: np.ndarray) -> ElmoBatch:
+        """``idx -> (B, T, len(layers), dim)``: the rows of ``sentences[idx]``, padded with zeros."""
+        rows, offsets = self.rows, self.offsets
+        every = layers == list(range(rows.shape[1]))
+
+        def batch(idx) -> torch.Tensor:
+            chosen = sentences[np.asarray(idx)]
+            lengths = offsets[chosen + 1] - offsets[chosen]
+            out = np.zeros((len(chosen), int(lengths.max()), len(layers), rows.shape[2]), dtype=np.float32)
+            for row, i in enumerate(chosen):
+                span = rows[offsets[i] : offsets[i + 1]]
+                out[row, : lengths[row]] = span if every else span[:, layers]
+            return torch.from_numpy(out)
+
+        return batch
 
 
 def _layers(name: str, n_layers: int) -> list[int]:
     return {"elmo_top": [n_layers - 1], "elmo_l0": [0]}.get(name, list(range(n_layers)))
+
+
+def _static_vectors(exp: TransferExperiment) -> Optional[Callable]:
+    """``words -> (n, dim)`` rows of the experiment's static vectors (NaN: none), or None."""
+    if exp.static_vectors is None:
+        return None
+    from ..static import StaticVectors
+
+    try:
+        vectors = StaticVectors.load(exp.static_vectors)
+    except (FileNotFoundError, ValueError) as e:
+        raise TransferError(f"{exp.name}: static_vectors: {e}") from None
+    if vectors.dim != exp.config().static_dim:
+        raise TransferError(
+            f"{exp.name}: the static vectors in {exp.static_vectors} have {vectors.dim} dimensions but "
+            f"[tagger] static_dim is {exp.config().static_dim}; set static_dim = {vectors.dim}"
+        )
+    return lambda words: vectors.table(list(words))
 
 
 def _summary(cells: list[dict], exp: TransferExperiment) -> dict:
@@ -235,6 +269,7 @@ def run_transfer(
     unseen = check_labels(sets, exp.task)
     for f in exp.fractions:
         subset(sets["train"], float(f), 0)  # a fraction too small for a tagger fails before any work
+    vectors = _static_vectors(exp)
     loaded = load_model(model)
     root = Path("runs") / "transfer"
     run_dir = Path(out) if out else check_inside(root / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}", root)
@@ -247,7 +282,7 @@ def run_transfer(
         random_model.reset_parameters(torch.Generator().manual_seed(0))
         encoders["random"] = ElmoEncoder(random_model, "random-init")
     features = {
-        (kind, role): extract_features(enc, sets[role].words, cache_dir=cache_dir, progress=progress)
+        (kind, role): TokenLayers(extract_features(enc, sets[role].words, cache_dir=cache_dir, progress=progress))
         for kind, enc in encoders.items()
         for role in ("train", "dev", "test")
     }
@@ -265,9 +300,9 @@ def run_transfer(
         if name != "static":
             kind, layers = ("random" if name == "elmo_random" else "model"), _layers(name, n_layers)
             elmo = {
-                "train": elmo_rows(features[(kind, "train")], layers, chosen),
-                "dev": elmo_rows(features[(kind, "dev")], layers, np.arange(len(sets["dev"]))),
-                "test": elmo_rows(features[(kind, "test")], layers, np.arange(len(sets["test"]))),
+                "train": features[(kind, "train")].batches(layers, chosen),
+                "dev": features[(kind, "dev")].batches(layers, np.arange(len(sets["dev"]))),
+                "test": features[(kind, "test")].batches(layers, np.arange(len(sets["test"]))),
             }
         trained = train_tagger(
             train,
@@ -278,6 +313,7 @@ def run_transfer(
             elmo.get("train"),
             elmo.get("dev"),
             (len(_layers(name, n_layers)), dim),
+            vectors,
             log=log,
         )
         test = score(

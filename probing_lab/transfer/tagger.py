@@ -10,10 +10,11 @@
 * with ``mix_at_output`` a second scalar mix of ELMo is concatenated with the BiLSTM's output as
   well (the paper's section 5.2).
 
-``train_tagger`` trains with Adam on minibatches of sentences of similar length, evaluates on dev
-every epoch (small training sets: every ``eval_every_updates`` updates at least), stops after
-``patience`` evaluations without a better dev score, and keeps the best state. A NaN loss stops
-the training with a message in the result, the best state so far kept.
+``train_tagger`` trains with Adam (the embedding with its lazy, sparse variant) on minibatches of
+sentences of similar length, evaluates on dev every epoch (small training sets: every
+``eval_every_updates`` updates at least), stops after ``patience`` evaluations without a better
+dev score, and keeps the best state. A NaN loss stops the training with a message in the result, the
+best state so far kept.
 """
 
 from __future__ import annotations
@@ -91,11 +92,17 @@ class Tagger(nn.Module):
         vectors: Optional[np.ndarray] = None,
     ):
         super().__init__()
-        self.embedding = nn.Embedding(n_words, config.static_dim, padding_idx=PAD)
-        if vectors is not None:
+        # sparse: an update touches the rows of its batch's words only (a dense Adam step over every
+        # row of the vocabulary was a quarter of the training time)
+        self.embedding = nn.Embedding(n_words, config.static_dim, padding_idx=PAD, sparse=True)
+        if vectors is not None:  # words without a vector start at the vectors' own scale, not N(0, 1)
             with torch.no_grad():
                 found = ~np.isnan(vectors).any(1)
-                self.embedding.weight[torch.as_tensor(found)] = torch.as_tensor(vectors[found], dtype=torch.float32)
+                known = torch.as_tensor(vectors[found], dtype=torch.float32)
+                if len(known) > 1:
+                    self.embedding.weight.mul_(known.std())
+                self.embedding.weight[torch.as_tensor(found)] = known
+                self.embedding.weight[PAD] = 0.0
         self.mix = ScalarMix(elmo_layers) if elmo_layers else None
         self.output_mix = ScalarMix(elmo_layers) if elmo_layers and config.mix_at_output else None
         self.dropout = nn.Dropout(config.dropout)
@@ -224,7 +231,8 @@ def train_tagger(
         dim,
         vectors(vocabulary.words) if vectors else None,
     )
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    dense = [p for name, p in model.named_parameters() if not name.startswith("embedding.")]
+    optimizers = [torch.optim.Adam(dense, lr=config.lr), torch.optim.SparseAdam([model.embedding.weight], lr=config.lr)]
     word_rows = [vocabulary.word_ids(s) for s in train.words]
     tag_rows = [vocabulary.tag_ids(t) for t in train.tags]
     per_epoch = math.ceil(len(train) / config.batch_size)
@@ -242,10 +250,12 @@ def train_tagger(
             if not torch.isfinite(loss):
                 stopped = f"loss {loss.item()} at epoch {epoch}, update {updates + 1}: stopped, the best state kept"
                 break
-            optimizer.zero_grad()
+            for optimizer in optimizers:
+                optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
+            nn.utils.clip_grad_norm_(dense, 5.0)
+            for optimizer in optimizers:
+                optimizer.step()
             updates += 1
         if stopped:
             log(f"    {stopped}")
