@@ -313,7 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="*", help="experiment TOML file(s)")
-    p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
+    p.add_argument(
+        "--model",
+        help="checkpoint directory, random:PRESET, or word2vec[:DIR] (static vectors: one context-free layer; "
+        "default: the shipped model)",
+    )
     p.add_argument("--out", help="run directory (a parent folder when several experiments are given)")
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
     p.add_argument(

@@ -3,6 +3,7 @@
 - ``REPO_ROOT``: what holds ``data/models``, ``probes/`` and ``app/``: the checkout, or in a built
   (non-editable) install the package's ``_resources`` folder;
 - ``SHIPPED_MODEL_DIR`` / ``EARLY_MODEL_DIR``: the lab's own model and its early snapshot;
+  ``WORD2VEC_DIR``: word2vec vectors trained on the same corpus (``--model word2vec``);
   ``CANDIDATE_MODEL_DIR``: the committed state of the next model, in training (it has a softmax);
 - ``AGREEMENT_PAIRS_FILE``: the subject-verb agreement minimal pairs of the language-model test;
 - ``data_dir()``: where the datasets a user brings live (``--data-dir``, ``$PROBING_LAB_DATA``, or the
@@ -26,6 +27,7 @@ SHIPPED_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab"
 EARLY_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab-early"
 # the next model, still in training: a warm-start state (biLM, softmax and its vocab.txt) that loads as a model
 CANDIDATE_MODEL_DIR = REPO_ROOT / "data" / "warm-start" / "campaign"
+WORD2VEC_DIR = REPO_ROOT / "data" / "models" / "word2vec-lab"  # static vectors on the LM corpus: the context-free baseline
 PROBES_DIR = REPO_ROOT / "probes"
 AGREEMENT_PAIRS_FILE = REPO_ROOT / "data" / "agreement" / "subject_verb.jsonl"  # the LM's minimal pairs
 APP_DIR = REPO_ROOT / "app"

@@ -52,3 +52,17 @@ def ok(at):
 
 def texts(elements) -> str:
     return "\n".join(str(e.value) for e in elements)
+
+
+def write_vectors(folder: Path, words: list[str], dim: int, seed: int = 0):
+    """A static vectors folder of ``words`` (N(0, 0.25) rows); returns the matrix."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from probing_lab.static.word2vec import TENSOR_KEY, VECTORS_FILE, VOCAB_FILE
+
+    folder.mkdir(parents=True)
+    matrix = np.random.default_rng(seed).normal(0, 0.25, (len(words), dim)).astype(np.float32)
+    save_file({TENSOR_KEY: matrix}, str(folder / VECTORS_FILE))
+    (folder / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
+    return matrix

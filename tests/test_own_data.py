@@ -217,6 +217,27 @@ def test_quick_form_from_the_shell_with_controls_and_random_init(tmp_path, tiny,
     assert (tmp_path / "run" / "split.json").is_file()
 
 
+def test_static_vectors_are_a_model_with_one_context_free_layer(tmp_path):
+    from conftest import write_vectors
+
+    path = tokens_file(tmp_path / "pos.tokens", 200)
+    write_vectors(tmp_path / "w2v", ["the", "a", *NOUNS, *VERBS], 32)
+    exp = {**_exp(path), "layers": [0, 1, "mix"], "random_init": True, "probe": {}}
+    run = run_experiment(
+        exp,
+        model=f"word2vec:{tmp_path / 'w2v'}",
+        out=tmp_path / "run",
+        progress=False,
+        cache_dir=tmp_path / "cache",
+        log=lambda m: None,
+    )
+    assert run.layer_keys == ["0"] and not run.random_init  # one layer, and no random-init model of vectors
+    assert run.metrics["model"] == "word2vec:w2v" and run.layers["0"].score > 0.9  # the word decides its tag
+    with pytest.raises(ExperimentError, match="no such folder of static vectors"):
+        run_experiment(_exp(path), model=f"word2vec:{tmp_path / 'none'}", out=tmp_path / "none", progress=False)
+    assert not (tmp_path / "none").exists()
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, write_vectors
 from test_own_data import tokens_file
 
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
@@ -123,18 +123,6 @@ def test_a_nan_loss_stops_with_a_message_and_keeps_the_best_state():
     trained = train_tagger(data, data, config, "accuracy", 0, batch, batch, (1, 4))
     assert trained.stopped and "stopped, the best state kept" in trained.stopped
     assert all(torch.isfinite(p).all() for p in trained.model.parameters())
-
-
-def write_vectors(folder: Path, words: list[str], dim: int, seed: int = 0) -> np.ndarray:
-    from safetensors.numpy import save_file
-
-    from probing_lab.static.word2vec import TENSOR_KEY, VECTORS_FILE, VOCAB_FILE
-
-    folder.mkdir(parents=True)
-    matrix = np.random.default_rng(seed).normal(0, 0.25, (len(words), dim)).astype(np.float32)
-    save_file({TENSOR_KEY: matrix}, str(folder / VECTORS_FILE))
-    (folder / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
-    return matrix
 
 
 def test_static_vectors_initialise_the_word_embedding(files, tiny, tmp_path):

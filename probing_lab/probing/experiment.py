@@ -54,7 +54,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -62,7 +62,9 @@ from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
 from ..features.pooling import POOLINGS
 from ..fileio import OutputError, check_inside, check_name
+from ..paths import WORD2VEC_DIR
 from ..settings import read_toml
+from ..static import StaticEncoder
 from .errors import ExperimentError
 from .own_data import (
     DEFAULT_TASK,
@@ -266,6 +268,15 @@ def _file_metrics(exp: Experiment, files: FileDataset) -> dict:
     return {"files": files.files, "split": split, "unseen_test_labels": unseen_labels(exp.task, sentences)}
 
 
+def static_vectors_dir(model: Optional[str]) -> Optional[Path]:
+    """The static vectors folder that ``--model`` names (``word2vec``: the lab's, ``word2vec:DIR``), or None."""
+    if model == "word2vec":
+        return WORD2VEC_DIR
+    if model is not None and model.startswith("word2vec:"):
+        return Path(model.split(":", 1)[1]).expanduser()
+    return None
+
+
 def run_experiment(
     experiment: str | Path | dict | Experiment,
     model: Optional[str] = None,
@@ -302,15 +313,22 @@ def run_experiment(
     files = None
     if isinstance(exp.dataset, dict):  # the user's files: read and checked before the model loads
         files = load_file_dataset(exp)
+    static = static_vectors_dir(model)
     try:
-        loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
+        if static is not None:
+            encoder, loaded = StaticEncoder(static, f"word2vec:{static.name}"), None
+        else:
+            loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
+            encoder = ElmoEncoder(loaded.model, loaded.name)
     except (FileNotFoundError, ValueError) as e:
         raise ExperimentError(f"model {model!r}: {e}") from None
+    if static is not None and (exp.layers != [0] or exp.random_init):
+        log(f"{exp.name}: static vectors are one context-free layer: probing layer 0, no random-init baseline")
+        exp = replace(exp, layers=[0], random_init=False)
     data_dir, _ = resolve_data_dir(data_dir)
     start = time.perf_counter()
     dataset = exp.dataset if files is None else describe(exp.dataset)
-    log(f"{exp.name}: task {exp.task} on {dataset} with {loaded.name}")
-    encoder = ElmoEncoder(loaded.model, loaded.name)
+    log(f"{exp.name}: task {exp.task} on {dataset} with {encoder.name}")
     report = RunProgress(log, on_progress, len(exp.layer_keys) * (2 if exp.random_init else 1))
     layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, files)
     baselines = {"majority": extra.pop("majority")}
@@ -331,7 +349,7 @@ def run_experiment(
         "task": exp.task,
         "experiment": exp.name,
         "dataset": dataset,
-        "model": loaded.name,
+        "model": encoder.name,
         "splits": {"train": exp.train, "dev": exp.dev, "test": exp.test} if files is None else files.splits,
         "seed": exp.seed,
         "layers": layers,
