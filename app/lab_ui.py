@@ -134,6 +134,16 @@ def _load_bundle(model: Optional[str], options: Optional[str], weights: Optional
     )
 
 
+@st.cache_resource(show_spinner="Loading the word2vec vectors…")
+def static_encoder():
+    """The lab's word2vec vectors as a one-layer encoder (the context-free baseline), or None
+    when this checkout has none."""
+    from probing_lab.paths import WORD2VEC_DIR
+    from probing_lab.static import StaticEncoder
+
+    return StaticEncoder(WORD2VEC_DIR, "word2vec") if WORD2VEC_DIR.is_dir() else None
+
+
 @st.cache_resource(show_spinner="Loading the language model…", max_entries=4)
 def _load_language_model(model: Optional[str], seed: int):
     from probing_lab.lm.model import load_language_model

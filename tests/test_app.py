@@ -27,6 +27,7 @@ PAGES = {
     "compare": APP / "pages" / "6_Compare.py",
     "training": APP / "pages" / "7_Training.py",
     "lm": APP / "pages" / "5_Language_model.py",
+    "transfer": APP / "pages" / "9_Transfer.py",
 }
 TIMEOUT = 180
 sys.path.insert(0, str(APP))
@@ -147,6 +148,11 @@ def test_polysemy_builtin_bank():
     assert baselines.loc["L0", "1-NN: token"] == l0["chance"]  # one vector per spelling: chance
     assert baselines.loc["L0", "1-NN: bag of context"] != l0["chance"]  # the other words differ
     assert baselines.loc["L0", "chance (1-NN) / majority"] == f"{l0['chance']} / 0.500"
+    # word2vec: one vector per word form, so its token row is at chance like L0's; its bag of context is not
+    w2v = baselines.loc["word2vec (static)"]
+    chance = w2v["chance (1-NN) / majority"].split(" / ")[0]
+    assert w2v["1-NN: token"] == chance and w2v["1-NN: bag of context"] != chance
+    assert w2v["1-NN: random-init token"] == "n/a"
     assert "out-of-fold per layer" in str(charts(at)[1].proto.spec) and "CV accuracy" in str(charts(at)[1].proto.spec)
     at.radio(key="poly_method").set_value("t-SNE").run()
     assert len(charts(ok(at))) == 3 and "TSNE per layer" in str(charts(at)[0].proto.spec)
@@ -540,7 +546,7 @@ def test_model_page_errors(tmp_path):
 def test_every_page_survives_a_broken_model(monkeypatch):
     monkeypatch.setenv("PROBING_LAB_MODEL", "/nonexistent/model")
     for page in PAGES:
-        if page in ("probes", "training"):
+        if page in ("probes", "training", "transfer"):
             continue  # read run folders and learning curves only
         at = ok(run(page))
         if page == "lm":  # the language model is loaded on its own, with its own message

@@ -144,6 +144,18 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
     except ValueError as e:
         st.caption(f"No random-init baseline: {e}.")
     table = sense_baselines(occ, random_occ)
+    encoder = lab_ui.static_encoder()
+    if encoder is not None:  # word2vec: one vector per word form, so its token column is chance by construction
+        static_occ = occurrences(
+            "word2vec",
+            tuple(tuple(s) for s in occ.sentences),
+            None,
+            tuple(occ.labels),
+            tuple(occ.positions),
+            False,
+            encoder,
+        )
+        table["word2vec"] = {**sense_baselines(static_occ)["0"], "random_nn": None, "random_linear": None}
     columns = {
         "1-NN: token": "token_nn",
         "1-NN: bag of context": "context_nn",
@@ -152,22 +164,26 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
         "linear (CV): bag of context": "context_linear",
         "linear (CV): random-init token": "random_linear",
     }
-    rows = {"layer": [layer_label(k) for k in occ.keys]}
+    keys = occ.keys + (["word2vec"] if "word2vec" in table else [])
+    rows = {"layer": [layer_label(k) if k in occ.keys else "word2vec (static)" for k in keys]}
     for title, name in columns.items():
         if random_occ is not None or not name.startswith("random"):
-            rows[title] = [lab_ui.fmt(table[k][name]) for k in occ.keys]
+            rows[title] = [lab_ui.fmt(table[k][name]) for k in keys]
     majority = max(shown_labels.count(label) for label in set(shown_labels)) / occ.n
-    rows["chance (1-NN) / majority"] = [f"{lab_ui.fmt(table[k]['chance'])} / {majority:.3f}" for k in occ.keys]
+    rows["chance (1-NN) / majority"] = [f"{lab_ui.fmt(table[k]['chance'])} / {majority:.3f}" for k in keys]
     st.dataframe(rows, hide_index=True)
     st.markdown(sense_verdict(table))
     st.caption(
         "**token**: the word's own vector in that layer (L0 = its spelling alone, the same in every sentence). "
         "**bag of context**: the mean of the *other* words' vectors of the sentence in the same layer: what "
         "topic words give without the word itself. **random-init token**: an untrained model of the same shape "
-        "(what the architecture gives for free). **1-NN**: each occurrence takes the sense of its most similar "
-        "other occurrence (the geometry the maps show). **linear (CV)**: a logistic-regression sense classifier, "
-        "cross-validated (scored only on occurrences it was not fitted on). A sense measure means something "
-        "where the token beats its L0 row, the random-init model and, ideally, the bag of context."
+        "(what the architecture gives for free). **word2vec (static)**: vectors trained on the same corpus, one "
+        "per word form: its token cannot tell the senses apart by construction (every occurrence is the same "
+        "point), its bag of context is what static topic words give. **1-NN**: each occurrence takes the sense "
+        "of its most similar other occurrence (the geometry the maps show). **linear (CV)**: a "
+        "logistic-regression sense classifier, cross-validated (scored only on occurrences it was not fitted "
+        "on). A sense measure means something where the token beats its L0 row, the random-init model and, "
+        "ideally, the bag of context."
     )
     with st.expander("Supervised view: is sense *linearly* there, even where it is not the main axis?"):
         views = {k: supervised_2d(occ.vectors[k], shown_labels) for k in occ.keys}
