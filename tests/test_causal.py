@@ -151,3 +151,121 @@ def test_patching_refuses_sentences_of_different_lengths_naming_them():
     )
     with pytest.raises(ValueError, match="same length: 'The author laughs .' has 4 tokens"):
         patch_pair(patch_lm(), pair, "backward")
+
+
+# --- number units -----------------------------------------------------------------------------
+
+
+def test_decision_states_of_a_padded_batch_are_those_of_each_sentence_alone():
+    import torch
+
+    from probing_lab.causal.units import _decision_rows, _final_cells, decision_states, trajectories
+    from probing_lab.elmo import batch_to_ids
+    from probing_lab.lm.agreement import read_pairs
+
+    lm = patch_lm()
+    pairs = read_pairs()[:2] + [p for p in read_pairs() if p.construction == "object_relative"][:2]
+    for direction, side in (("forward", 0), ("backward", 1)):
+        batched = decision_states(lm.bilm, pairs, direction)
+        assert batched.shape == (4, 2 * 16)
+        for i, p in enumerate(pairs):
+            alone = _final_cells(lm.bilm, [_decision_rows(p, direction)])[:, side, 0].reshape(-1).numpy()
+            np.testing.assert_allclose(batched[i], alone, atol=1e-6)
+    # a trajectory's last forward step and first backward step are the whole sentence's final states
+    tokens = pairs[0].grammatical
+    whole = _final_cells(lm.bilm, [batch_to_ids([list(tokens)])[0]])
+    units = [(1, 3), (2, 7)]
+    forward = trajectories(lm.bilm, [tokens], "forward", units)[0]
+    backward = trajectories(lm.bilm, [tokens], "backward", units)[0]
+    assert forward.shape == (len(tokens) + 2, 2)
+    np.testing.assert_allclose(forward[-1], [whole[0, 0, 0, 3], whole[1, 0, 0, 7]], atol=1e-6)
+    np.testing.assert_allclose(backward[0], [whole[0, 1, 0, 3], whole[1, 1, 0, 7]], atol=1e-6)
+    assert not torch.equal(torch.as_tensor(forward[0]), torch.as_tensor(forward[-1]))
+
+
+def test_the_diagnostic_classifier_ranks_a_planted_number_unit_first():
+    from probing_lab.causal.units import rank_units
+
+    rng = np.random.default_rng(0)
+    numbers = ["plural" if i % 2 else "singular" for i in range(200)]
+    states = rng.normal(size=(200, 2 * 16))
+    states[:, 16 + 5] += np.where(np.array(numbers) == "plural", 2.0, -2.0)  # layer 2, unit 5
+    ranking, accuracy = rank_units(states, numbers, 16)
+    assert ranking[0][:2] == (2, 5) and accuracy > 0.9
+    with pytest.raises(ValueError, match="one number only"):
+        rank_units(states, ["plural"] * 200, 16)
+
+
+def test_number_units_ablates_the_top_and_random_units_and_refuses_bad_settings():
+    from probing_lab.causal.units import UnitsConfig, agreement, number_units, sample_pairs
+    from probing_lab.lm.agreement import read_pairs
+
+    lm = patch_lm()
+    pairs = read_pairs()
+    config = UnitsConfig(pairs_per_construction=3, rank_pairs_per_construction=12, top=4, random_units=3, joint=2,
+                         trajectory_units=2)  # fmt: skip
+    m = number_units(lm, pairs, config)
+    assert m["kind"] == "units" and m["pairs"] == 15 and m["rank_pairs"] == 60
+    assert len(m["units"]) == 8 and len(m["random_units"]) == 6  # per direction
+    assert {u["direction"] for u in m["units"]} == {"forward", "backward"}
+    top = {(u["direction"], u["layer"], u["unit"]) for u in m["units"]}
+    assert not top & {(u["direction"], u["layer"], u["unit"]) for u in m["random_units"]}
+    assert all(1 <= u["layer"] <= 2 and 0 <= u["unit"] < 16 for u in m["units"])
+    for direction in ("forward", "backward"):
+        assert set(m["joint"][direction]) == {"units", "top", "random"}
+        t = m["trajectories"][direction]
+        assert t["construction"] == "prepositional_phrase" and len(t["singular"]["mean"]) == 2
+        assert len(t["singular"]["mean"][0]) == len(t["tokens"])
+    # the effect is the drop against the unablated scores, which agreement() reproduces exactly
+    assert agreement(lm, sample_pairs(pairs, 3, 0)) == m["before"]
+    for bad, match in (
+        (UnitsConfig(top=30, random_units=3), "a direction has 32 units"),
+        (UnitsConfig(top=4, random_units=3, joint=5), "joint \\(5\\) must not exceed top"),
+        (UnitsConfig(pairs_per_construction=0), "pairs_per_construction must be at least 1"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            number_units(lm, pairs, bad)
+
+
+def test_the_units_and_patch_commands_write_runs_and_refuse_bad_input(tmp_path, capsys):
+    import json
+
+    import torch
+
+    from probing_lab.cli import main
+    from probing_lab.elmo import save_checkpoint
+    from probing_lab.lm.agreement import MinimalPair, write_pairs
+    from probing_lab.training.checkpoint import save_softmax
+
+    lm = patch_lm()
+    save_checkpoint(lm.bilm, tmp_path / "model")
+    save_softmax(tmp_path / "model", lm.weight, lm.bias, lm.vocab, dtype=torch.float32)
+    pairs = []
+    for construction, middle in (("simple", []), ("prepositional_phrase", ["near", "the", "guards"])):
+        for number, subject, right, wrong in (("singular", "author", "laughs", "laugh"),
+                                              ("plural", "authors", "laugh", "laughs")):  # fmt: skip
+            good = ("The", subject, *middle, right, ".")
+            pairs += [MinimalPair(construction, number, 2 + len(middle), good, (*good[:-2], wrong, "."))] * 4
+    write_pairs(pairs, tmp_path / "pairs.jsonl")
+    common = ["--model", str(tmp_path / "model"), "--pairs-file", str(tmp_path / "pairs.jsonl"), "--quiet"]
+    units = ["causal", "units", "--pairs", "2", "--top", "3", "--random-units", "3", "--joint", "2", *common]
+    assert main([*units, "--out", str(tmp_path / "units")]) == 0
+    m = json.loads((tmp_path / "units" / "metrics.json").read_text())
+    assert m["kind"] == "units" and len(m["units"]) == 6 and set(m["random_unit_effect"]) == {"forward", "backward"}
+    assert (tmp_path / "units" / "units.png").stat().st_size > 1000
+    assert "| mean of 3 random units |" in (tmp_path / "units" / "summary.md").read_text()
+    assert main(["causal", "patch", "--pairs", "2", *common, "--out", str(tmp_path / "patch")]) == 0
+    m = json.loads((tmp_path / "patch" / "metrics.json").read_text())
+    effect = m["constructions"]["prepositional_phrase"]["forward"]["effect"]
+    assert len(effect) == 3 and len(effect[0]) == 9 and effect[2][5] == pytest.approx(1.0, abs=1e-3)
+    assert (tmp_path / "patch" / "simple.png").is_file() and (tmp_path / "patch" / "prepositional_phrase.png").is_file()
+    capsys.readouterr()
+    # bad input: unknown construction, more units than a direction has, an existing run, a missing pairs file
+    assert main(["causal", "patch", "--constructions", "passive", *common, "--out", str(tmp_path / "x")]) == 2
+    assert "unknown ['passive']" in capsys.readouterr().err
+    assert main([*units[:5], "30", *units[6:], "--out", str(tmp_path / "y")]) == 2
+    assert "a direction has 32 units" in capsys.readouterr().err
+    assert main([*units, "--out", str(tmp_path / "units")]) == 2 and "--force" in capsys.readouterr().err
+    assert main([*units[:-2], str(tmp_path / "none.jsonl"), "--quiet", "--out", str(tmp_path / "z")]) == 2
+    assert "no minimal pairs" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in "xyz")

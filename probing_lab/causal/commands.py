@@ -1,4 +1,5 @@
-"""``probing-lab causal amnesic``: remove a property from the biLM's layers and measure the LM."""
+"""``probing-lab causal amnesic | units | patch``: remove a property from the biLM's layers and
+measure the LM; find the units that carry subject number; patch activations between minimal pairs."""
 
 from __future__ import annotations
 
@@ -86,8 +87,141 @@ def cmd_causal_amnesic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _directions(value: str) -> list[str]:
+    chosen = [d.strip() for d in value.split(",") if d.strip()]
+    if not chosen or any(d not in ("forward", "backward") for d in chosen):
+        raise ValueError(f"--directions {value!r}: expected forward, backward or forward,backward")
+    return chosen
+
+
+def units_summary(m: dict, top: int = 10) -> str:
+    """A units run -> markdown: the classifier, the top units against the random ones, joint ablations."""
+    lines = []
+    for direction in m["classifier"]:
+        c, r, j = m["classifier"][direction], m["random_unit_effect"][direction], m["joint"][direction]
+        lines += [
+            f"**{direction} LM**: diagnostic classifier of subject number, CV accuracy {c['cv_accuracy']:.3f} "
+            f"(majority {c['majority']:.3f}); agreement accuracy {m['before'][direction]['overall']['accuracy']:.3f} "
+            f"on {m['pairs']} pairs.",
+            "",
+            "| unit | classifier weight | accuracy drop | margin drop | drop, one attractor |",
+            "|---|---|---|---|---|",
+        ]
+        for u in [u for u in m["units"] if u["direction"] == direction][:top]:
+            g = u["by_group"]
+            lines.append(
+                f"| L{u['layer']}:{u['unit']} | {u['score']:.3f} | {u['effect']:+.3f} | "
+                f"{g['overall']['margin']:+.3f} | {g.get('one attractor', {}).get('accuracy', float('nan')):+.3f} |"
+            )
+        lines += [
+            f"| mean of {sum(1 for u in m['random_units'] if u['direction'] == direction)} random units | | "
+            f"{r['accuracy']:+.3f} | {r['margin']:+.3f} | |",
+            "",
+            f"Ablated together: the top {j['units']} units {j['top']['overall']['accuracy']:+.3f} accuracy "
+            f"({j['top']['overall']['margin']:+.3f} margin), {j['units']} random units "
+            f"{j['random']['overall']['accuracy']:+.3f} ({j['random']['overall']['margin']:+.3f}).",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def cmd_causal_units(args: argparse.Namespace) -> int:
+    from ..fileio import atomic_directory, check_output_dir
+    from ..lm.model import load_language_model
+    from .units import UnitsConfig, number_units, save_units_figure
+
+    directions = _directions(args.directions)
+    check_output_dir(args.out, force=args.force)
+    config = UnitsConfig(
+        pairs_per_construction=args.pairs,
+        rank_pairs_per_construction=args.rank_pairs,
+        top=args.top,
+        random_units=args.random_units,
+        joint=args.joint,
+        seed=args.seed,
+    )
+    lm = load_language_model(args.model)
+    config.check(lm.bilm.options.lstm_dim, lm.bilm.n_layers - 1)
+    bar = _progress_bar(args.quiet, "units")
+    start = time.perf_counter()
+    metrics = number_units(lm, _read_pairs(args.pairs_file), config, directions, log=log.info, on_progress=bar)
+    metrics["seconds"] = round(time.perf_counter() - start, 1)
+    with atomic_directory(args.out) as tmp:
+        (Path(tmp) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        (Path(tmp) / "summary.md").write_text(units_summary(metrics), encoding="utf-8")
+        save_units_figure(metrics, Path(tmp) / "units.png")
+    print(units_summary(metrics), end="")
+    log.info("wrote %s in %.0f s", args.out, metrics["seconds"])
+    return 0
+
+
+def cmd_causal_patch(args: argparse.Namespace) -> int:
+    from ..fileio import atomic_directory, check_output_dir
+    from ..lm.model import load_language_model
+    from .patching import patch_construction, save_heatmap
+
+    directions = _directions(args.directions)
+    constructions = [c.strip() for c in args.constructions.split(",") if c.strip()]
+    pairs = _read_pairs(args.pairs_file)
+    known = sorted({p.construction for p in pairs})
+    bad = [c for c in constructions if c not in known]
+    if bad or not constructions:
+        raise ValueError(f"--constructions: unknown {bad or constructions}; the pairs have {known}")
+    check_output_dir(args.out, force=args.force)
+    lm = load_language_model(args.model)
+    start = time.perf_counter()
+    results, metrics = {}, {"kind": "patch", "model": lm.name, "constructions": {}}
+    for construction in constructions:
+        for direction in directions:
+            bar = _progress_bar(args.quiet, f"{construction} {direction}")
+            r = patch_construction(lm, pairs, construction, direction, args.pairs, on_progress=bar)
+            results[(construction, direction)] = r
+            metrics["constructions"].setdefault(construction, {})[direction] = {
+                "pairs": r.pairs,
+                "tokens": r.tokens,
+                "clean": r.clean,
+                "corrupt": r.corrupt,
+                "effect": [[None if v != v else round(float(v), 4) for v in row] for row in r.effect],
+            }
+    metrics["seconds"] = round(time.perf_counter() - start, 1)
+    with atomic_directory(args.out) as tmp:
+        (Path(tmp) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        for construction in constructions:
+            save_heatmap(
+                [results[(construction, d)] for d in directions],
+                f"Activation patching, {construction.replace('_', ' ')}: {lm.name}",
+                Path(tmp) / f"{construction}.png",
+            )
+    log.info("wrote %s in %.0f s", args.out, metrics["seconds"])
+    print(args.out)
+    return 0
+
+
+def _read_pairs(path):
+    """The minimal pairs of ``--pairs-file`` (JSON lines as data/agreement/subject_verb.jsonl), or the lab's."""
+    from ..lm.agreement import read_pairs
+
+    return read_pairs(path) if path else read_pairs()
+
+
+def _progress_bar(quiet: bool, what: str):
+    """``on_progress(fraction)`` drawing a tqdm bar (None when quiet)."""
+    if quiet:
+        return None
+    from tqdm import tqdm
+
+    bar = tqdm(total=1000, desc=what, unit="‰")
+
+    def update(fraction: float) -> None:
+        bar.update(int(fraction * 1000) - bar.n)
+        if fraction >= 1:
+            bar.close()
+
+    return update
+
+
 def add_causal_commands(sub) -> None:
-    p = sub.add_parser("causal", help="causal analysis: amnesic probing (INLP inside the biLM)")
+    p = sub.add_parser("causal", help="causal analysis: amnesic probing, number units, activation patching")
     causal = p.add_subparsers(dest="causal_command", required=True)
     a = causal.add_parser("amnesic", help="remove a property (INLP) from layers of the biLM and measure the LM")
     a.add_argument("--property", choices=("upos", "number"), default="upos")
@@ -105,3 +239,29 @@ def add_causal_commands(sub) -> None:
     a.add_argument("--force", action="store_true", help="replace --out")
     a.add_argument("--quiet", action="store_true")
     a.set_defaults(func=cmd_causal_amnesic)
+
+    u = causal.add_parser("units", help="rank LSTM units by a diagnostic classifier of subject number, ablate the top")
+    u.add_argument("--pairs", type=positive_int, default=40, help="pairs per construction scored per ablation")
+    u.add_argument("--rank-pairs", type=int, default=0, help="pairs per construction for the classifier (0: the rest)")
+    u.add_argument("--top", type=positive_int, default=50, help="top units ablated one by one, per direction")
+    u.add_argument("--random-units", type=positive_int, default=50, help="random units ablated as the control")
+    u.add_argument("--joint", type=positive_int, default=10, help="top units ablated together (and as many random)")
+    u.add_argument("--directions", default="forward,backward")
+    u.add_argument("--pairs-file", help="minimal pairs as JSON lines (default: data/agreement/subject_verb.jsonl)")
+    u.add_argument("--seed", type=int, default=0)
+    u.add_argument("--model", help="model directory with a softmax (default: the shipped model)")
+    u.add_argument("--out", required=True, help="run folder: metrics.json, summary.md, units.png")
+    u.add_argument("--force", action="store_true", help="replace --out")
+    u.add_argument("--quiet", action="store_true")
+    u.set_defaults(func=cmd_causal_units)
+
+    c = causal.add_parser("patch", help="activation patching between minimal pairs: a layer x position heatmap")
+    c.add_argument("--constructions", default="simple,prepositional_phrase")
+    c.add_argument("--directions", default="forward,backward")
+    c.add_argument("--pairs", type=positive_int, default=40, help="pairs per construction at most")
+    c.add_argument("--pairs-file", help="minimal pairs as JSON lines (default: data/agreement/subject_verb.jsonl)")
+    c.add_argument("--model", help="model directory with a softmax (default: the shipped model)")
+    c.add_argument("--out", required=True, help="run folder: metrics.json and one heatmap PNG per construction")
+    c.add_argument("--force", action="store_true", help="replace --out")
+    c.add_argument("--quiet", action="store_true")
+    c.set_defaults(func=cmd_causal_patch)
