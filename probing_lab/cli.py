@@ -235,6 +235,8 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .causal.report import is_causal_run
+    from .causal.report import report as causal_report
     from .probing.runs import report
     from .transfer.experiment import is_transfer_run
     from .transfer.experiment import report as transfer_report
@@ -242,12 +244,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     repeated = len(args.runs) - len({Path(r).resolve() for r in args.runs})
     if repeated:
         log.info("%d repeated run director%s: each run is listed once", repeated, "y" if repeated == 1 else "ies")
-    transfer = [r for r in dict.fromkeys(args.runs) if is_transfer_run(r)]
-    probes = [r for r in args.runs if r not in transfer]
-    if probes:
-        print(report(probes), end="")
-    if transfer:
-        print(("\n" if probes else "") + transfer_report(transfer), end="")
+    runs = list(dict.fromkeys(args.runs))
+    transfer = [r for r in runs if is_transfer_run(r)]
+    causal = [r for r in runs if r not in transfer and is_causal_run(r)]
+    probes = [r for r in args.runs if r not in transfer and r not in causal]
+    parts = [report(probes)] if probes else []
+    parts += [transfer_report(transfer)] if transfer else []
+    parts += [causal_report(causal)] if causal else []
+    print("\n".join(parts), end="")
     return 0
 
 
@@ -358,7 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_transfer)
 
-    p = sub.add_parser("report", help="probe runs -> one tasks x layers x models table; transfer runs -> their tables")
+    p = sub.add_parser(
+        "report", help="probe runs -> one tasks x layers x models table; transfer and causal runs -> their tables"
+    )
     p.add_argument("runs", nargs="+")
     p.set_defaults(func=cmd_report)
     return parser

@@ -27,7 +27,7 @@ SHIPPED_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab"
 EARLY_MODEL_DIR = REPO_ROOT / "data" / "models" / "elmo-lab-early"
 # the next model, still in training: a warm-start state (biLM, softmax and its vocab.txt) that loads as a model
 CANDIDATE_MODEL_DIR = REPO_ROOT / "data" / "warm-start" / "campaign"
-WORD2VEC_DIR = REPO_ROOT / "data" / "models" / "word2vec-lab"  # static vectors on the LM corpus: the context-free baseline
+WORD2VEC_DIR = REPO_ROOT / "data" / "models" / "word2vec-lab"  # static vectors on the LM corpus (context-free)
 PROBES_DIR = REPO_ROOT / "probes"
 AGREEMENT_PAIRS_FILE = REPO_ROOT / "data" / "agreement" / "subject_verb.jsonl"  # the LM's minimal pairs
 APP_DIR = REPO_ROOT / "app"

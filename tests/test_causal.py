@@ -269,3 +269,28 @@ def test_the_units_and_patch_commands_write_runs_and_refuse_bad_input(tmp_path, 
     assert main([*units[:-2], str(tmp_path / "none.jsonl"), "--quiet", "--out", str(tmp_path / "z")]) == 2
     assert "no minimal pairs" in capsys.readouterr().err
     assert not any((tmp_path / d).exists() for d in "xyz")
+
+
+def test_report_lists_causal_runs_next_to_probe_runs(tmp_path, capsys):
+    import json
+
+    from probing_lab.causal.report import is_causal_run, load_causal_run
+    from probing_lab.cli import main
+
+    site = {"kind": "amnesic", "property": "number", "layer": 2, "direction": "forward", "rank": 6, "majority": 0.75,
+            "probe_before": 0.94, "probe_after": 0.75, "ppl_before": 222.0, "ppl_after": 255.0,
+            "ppl_after_random": [229.0, 234.0], "model": "m"}  # fmt: skip
+    (tmp_path / "amnesic" / "number-L2-forward").mkdir(parents=True)
+    (tmp_path / "amnesic" / "number-L2-forward" / "metrics.json").write_text(json.dumps(site))
+    patch = {"kind": "patch", "model": "m", "constructions": {"simple": {"forward": {
+        "pairs": 2, "tokens": ["<S>", "The", "cat", "sleeps", ".", "</S>"], "clean": 2.0, "corrupt": -1.0,
+        "effect": [[0.0, 0.0, 0.9, None, None, None], [0.0, 0.1, 0.5, None, None, None]]}}}}  # fmt: skip
+    (tmp_path / "patch").mkdir()
+    (tmp_path / "patch" / "metrics.json").write_text(json.dumps(patch))
+    assert is_causal_run(tmp_path / "amnesic") and len(load_causal_run(tmp_path / "patch")) == 1
+    assert not is_causal_run(tmp_path) and not is_causal_run(tmp_path / "nowhere")
+    assert main(["report", str(tmp_path / "amnesic"), str(tmp_path / "patch")]) == 0
+    out = capsys.readouterr().out
+    assert "### causal amnesic" in out
+    assert "| number | L2 forward | 6 | 0.940 | 0.750 | 0.750 | 222.0 | 255.0 | 231.5 |" in out
+    assert "| simple | forward | 2 | 2.00 / -1.00 | L0 at 'cat' (0.90) |" in out

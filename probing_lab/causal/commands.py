@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ..argtypes import positive_int
+from .report import summary_table, units_summary
 
 log = logging.getLogger("probing_lab")
 
@@ -24,26 +25,6 @@ def _sites(layers: str, directions: str) -> list[tuple[int, str]]:
     if bad or not chosen or not numbers:
         raise ValueError(f"--directions {directions!r}: expected forward, backward or forward,backward")
     return [(k, d) for k in numbers for d in chosen]
-
-
-def summary_table(runs: list[dict]) -> str:
-    """Amnesic runs -> a markdown table, one row per site."""
-    lines = [
-        "| property | site | rank | probe before | probe after | majority | ppl before | ppl after | "
-        "ppl random (mean of draws) | agreement before / after (overall) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for m in runs:
-        random = sum(m["ppl_after_random"]) / max(len(m["ppl_after_random"]), 1)
-        agreement = ""
-        if "agreement" in m:
-            agreement = f"{m['agreement']['before']['overall']:.3f} / {m['agreement']['after']['overall']:.3f}"
-        lines.append(
-            f"| {m['property']} | L{m['layer']} {m['direction']} | {m['rank']} | {m['probe_before']:.3f} | "
-            f"{m['probe_after']:.3f} | {m['majority']:.3f} | {m['ppl_before']:.1f} | {m['ppl_after']:.1f} | "
-            f"{random:.1f} | {agreement} |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def cmd_causal_amnesic(args: argparse.Namespace) -> int:
@@ -92,37 +73,6 @@ def _directions(value: str) -> list[str]:
     if not chosen or any(d not in ("forward", "backward") for d in chosen):
         raise ValueError(f"--directions {value!r}: expected forward, backward or forward,backward")
     return chosen
-
-
-def units_summary(m: dict, top: int = 10) -> str:
-    """A units run -> markdown: the classifier, the top units against the random ones, joint ablations."""
-    lines = []
-    for direction in m["classifier"]:
-        c, r, j = m["classifier"][direction], m["random_unit_effect"][direction], m["joint"][direction]
-        lines += [
-            f"**{direction} LM**: diagnostic classifier of subject number, CV accuracy {c['cv_accuracy']:.3f} "
-            f"(majority {c['majority']:.3f}); agreement accuracy {m['before'][direction]['overall']['accuracy']:.3f} "
-            f"on {m['pairs']} pairs.",
-            "",
-            "| unit | classifier weight | accuracy drop | margin drop | drop, one attractor |",
-            "|---|---|---|---|---|",
-        ]
-        for u in [u for u in m["units"] if u["direction"] == direction][:top]:
-            g = u["by_group"]
-            lines.append(
-                f"| L{u['layer']}:{u['unit']} | {u['score']:.3f} | {u['effect']:+.3f} | "
-                f"{g['overall']['margin']:+.3f} | {g.get('one attractor', {}).get('accuracy', float('nan')):+.3f} |"
-            )
-        lines += [
-            f"| mean of {sum(1 for u in m['random_units'] if u['direction'] == direction)} random units | | "
-            f"{r['accuracy']:+.3f} | {r['margin']:+.3f} | |",
-            "",
-            f"Ablated together: the top {j['units']} units {j['top']['overall']['accuracy']:+.3f} accuracy "
-            f"({j['top']['overall']['margin']:+.3f} margin), {j['units']} random units "
-            f"{j['random']['overall']['accuracy']:+.3f} ({j['random']['overall']['margin']:+.3f}).",
-            "",
-        ]
-    return "\n".join(lines)
 
 
 def cmd_causal_units(args: argparse.Namespace) -> int:
