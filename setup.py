@@ -1,6 +1,6 @@
 """The project's metadata is in pyproject.toml; this only makes a built (non-editable) install carry what
 the lab needs at run time besides the library: the Streamlit app, the experiment files with their
-shipped results (probes/ and transfer/), the shipped model and the agreement test's pairs. They are copied into
+shipped results (probes/, transfer/, causal/), the shipped model and the agreement test's pairs. They are copied into
 ``probing_lab/_resources`` of the build, where ``probing_lab.paths`` finds them (an editable install
 reads them from the checkout)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-RESOURCES = ("app", "probes", "transfer", "data/models", "data/agreement")
+RESOURCES = ("app", "probes", "transfer", "causal", "data/models", "data/agreement")
 
 
 class BuildWithResources(build_py):

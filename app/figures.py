@@ -188,3 +188,37 @@ def agreement_bars(accuracy: dict, title: str) -> go.Figure:
         title=title, yaxis={"range": [0, 1], "title": "accuracy"}, barmode="group", template="plotly_white", height=380
     )
     return fig
+
+
+def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
+    """Activation patching: layers x positions, the share of the clean logit difference restored
+    (blank where the LM has not read the position before its prediction)."""
+    z = np.where(np.isnan(effect), None, effect).tolist()
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"{i}:{t}" for i, t in enumerate(tokens)],
+            y=[f"L{k}" for k in range(effect.shape[0])],
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Viridis",
+            colorbar={"title": "restored"},
+            hovertemplate="%{y} at %{x}<br>%{z:.2f} of the difference restored<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, height=300, template="plotly_white", margin={"t": 60, "b": 40})
+    return fig
+
+
+def inlp_curves(curves: dict, majority: float, prop: str) -> go.Figure:
+    """Probe accuracy after each INLP iteration, one line per site, with the majority baseline."""
+    fig = go.Figure()
+    for k, (site, accuracy) in enumerate(curves.items()):
+        fig.add_trace(go.Scatter(y=accuracy, mode="lines+markers", name=site, line={"color": PALETTE[k]}))
+    fig.add_hline(y=majority, line_dash="dash", annotation_text=f"majority {majority:.3f}")
+    fig.update_layout(
+        title=f"{prop}: probe accuracy as INLP removes directions", xaxis_title="directions removed (iterations)",
+        yaxis_title="dev accuracy", height=340, template="plotly_white",
+    )  # fmt: skip
+    return fig

@@ -28,6 +28,7 @@ PAGES = {
     "training": APP / "pages" / "7_Training.py",
     "lm": APP / "pages" / "5_Language_model.py",
     "transfer": APP / "pages" / "9_Transfer.py",
+    "causal": APP / "pages" / "10_Causal.py",
 }
 TIMEOUT = 180
 sys.path.insert(0, str(APP))
@@ -541,6 +542,25 @@ def test_model_page_errors(tmp_path):
     assert "no options.json" in texts(ok(at).error) or "no model.safetensors" in texts(at.error)
     at.radio(key="kind").set_value("Early snapshot (data/models/elmo-lab-early)").run()
     ok(at)
+
+
+def test_causal_page_patches_a_typed_pair_and_a_construction():
+    at = ok(run("causal"))  # a random-init model with the lab's vocabulary: the chance baseline
+    assert len(charts(at)) == 1 and "restored" in str(charts(at)[0].proto.spec)
+    assert "clean" in texts(at.caption) and "corrupt" in texts(at.caption)
+    at.radio(key="direction").set_value("backward").run()
+    assert len(charts(ok(at))) == 1
+    at.text_input(key="corrupt").input("The authors laughs .").run()
+    assert "same number of tokens" in texts(ok(at).warning) and not charts(at)
+    at.text_input(key="clean").input("").run()
+    assert "Type both sentences" in texts(ok(at).warning)
+    at.radio(key="source").set_value("A construction of the agreement set").run()
+    at.slider(key="n").set_value(2).run()
+    assert len(charts(ok(at))) == 1 and "mean over 2 pairs" in str(charts(at)[0].proto.spec)
+    # the committed runs of the shipped model
+    if (ROOT / "causal" / "results" / "patch" / "metrics.json").is_file():
+        assert any(e.label.startswith("patch: patch") for e in at.expander)
+        assert "strongest patch" in texts(at.markdown)
 
 
 def test_every_page_survives_a_broken_model(monkeypatch):

@@ -151,6 +151,13 @@ def test_patching_refuses_sentences_of_different_lengths_naming_them():
     )
     with pytest.raises(ValueError, match="same length: 'The author laughs .' has 4 tokens"):
         patch_pair(patch_lm(), pair, "backward")
+    from probing_lab.causal.patching import patch_tokens
+
+    clean, corrupt = ("The", "author", "laughs", "."), ("The", "authors", "laughs", ".")
+    with pytest.raises(ValueError, match="target 4 is not a token of 'The author laughs .' \\(0-3\\)"):
+        patch_tokens(patch_lm(), clean, corrupt, 4, "laughs", "laugh", "forward")
+    with pytest.raises(ValueError, match="one word to the LM"):
+        patch_tokens(patch_lm(), clean, corrupt, 2, "sings", "sing", "forward")
 
 
 # --- number units -----------------------------------------------------------------------------

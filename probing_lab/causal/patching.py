@@ -80,20 +80,32 @@ def _layer_outputs(lm, tokens) -> list[torch.Tensor]:
 
 
 def patch_pair(lm, pair: MinimalPair, direction: str) -> PatchResult:
-    """The heatmap of one pair (see the module docstring)."""
+    """The heatmap of one minimal pair (see the module docstring)."""
     if direction == "forward":
         clean, corrupt, target = counterpart(pair)
         good, bad = clean[target], pair.ungrammatical[target]
-        positions = range(target + 1)  # <S> .. the word before the verb
     elif direction == "backward":
         clean, corrupt, target = tuple(pair.grammatical), tuple(pair.ungrammatical), 1  # the subject
         good, bad = clean[1], OTHER_NUMBER[clean[1]]
-        positions = range(target + 2, len(clean) + 2)  # the words after the subject, </S> included
     else:
         raise ValueError(f"direction must be forward or backward, got {direction!r}")
+    return patch_tokens(lm, clean, corrupt, target, good, bad, direction)
+
+
+def patch_tokens(lm, clean, corrupt, target: int, good: str, bad: str, direction: str) -> PatchResult:
+    """The heatmap of any two sentences of one length: ``logit(good) - logit(bad)`` where
+    ``direction``'s LM predicts token ``target``, in ``corrupt`` with one layer at one position
+    copied from ``clean``; only the positions that LM has read before predicting it are patched."""
+    if direction not in ("forward", "backward"):
+        raise ValueError(f"direction must be forward or backward, got {direction!r}")
+    clean, corrupt = tuple(clean), tuple(corrupt)
     _check_lengths(clean, corrupt)
+    if not 0 <= target < len(clean):
+        raise ValueError(f"target {target} is not a token of {' '.join(clean)!r} (0-{len(clean) - 1})")
     if lm.vocab.id(good) == lm.vocab.id(bad):
         raise ValueError(f"{good!r} and {bad!r} are one word to the LM (out of its vocabulary?)")
+    # forward: <S> .. the word before the target; backward: the word after it .. </S>
+    positions = range(target + 1) if direction == "forward" else range(target + 2, len(clean) + 2)
     side = 0 if direction == "forward" else 1
     source = _layer_outputs(lm, clean)
     base_clean = _logit_difference(lm, clean, target, good, bad, direction)
