@@ -116,18 +116,7 @@ with lab_ui.friendly_errors("The sixteen-sentence measure"):
     )
 
 st.subheader("Pages")
-st.markdown(
-    """
-- **Polysemy**: many sentences of one word (bank, or the CoarseWSD-20 words, or your own): per layer a
-  2-D map coloured by sense, a cosine heatmap, silhouette and nearest-neighbour sense accuracy.
-- **Layer clustering**: tokens of a treebank sample (UD English-EWT dev) per layer, coloured by part of
-  speech, dependency relation, frequency or out-of-vocabulary; CSV export.
-- **Probes**: layer curves of the probe experiments (the results shipped with the lab, or your runs under
-  `runs/probes/`): accuracy, control task, random-init baseline, confusion matrix; start a new run.
-- **Sentence explorer**: token-by-token similarity inside your own text, per layer.
-- **Model**: the shipped model, the early snapshot, a random-init model or a released ELMo.
-"""
-)
+st.markdown("\n".join(f"- **{p['name']}**: {p['shows']}" for p in lab_ui.page_index()))
 
 st.subheader("Model card")
 with lab_ui.friendly_errors("The model card"):

@@ -213,16 +213,41 @@ def get_bundle(spec: Optional[ModelSpec] = None) -> Bundle:
         st.stop()
 
 
-def page(title: str, icon: str = "🔬") -> None:
-    """Page config, title and the sidebar line saying which model is in use."""
+def page(title: str, shows: str = "", tries: str = "", icon: str = "🔬") -> None:
+    """Page config, title, what the page shows and what to try first (the Tour lists the pages by
+    these, see :func:`page_index`), and the sidebar line saying which model is in use."""
     st.set_page_config(page_title=f"{title} · ELMo probing lab", page_icon=icon, layout="wide")
     st.title(title)
+    if shows:
+        st.markdown(f"{shows} **Try:** {tries}" if tries else shows)
     spec = current_spec()
     st.sidebar.markdown(f"**Model:** {spec.label}")
     st.sidebar.caption("Change it on the Model page.")
     note = st.session_state.get("model_note")
     if note:
         st.warning(note)
+
+
+PAGES_DIR = Path(__file__).resolve().parent / "pages"
+
+
+def page_index(pages_dir: Path = PAGES_DIR) -> list[dict]:
+    """Every page of the app in sidebar order: ``{"name", "file", "title", "shows", "tries"}``, read
+    from the ``lab_ui.page(...)`` call each page opens with (so the Tour's list cannot go stale)."""
+    import ast
+    import re
+
+    out = []
+    for path in sorted(pages_dir.glob("*.py"), key=lambda p: int(p.name.split("_", 1)[0])):
+        call = next(
+            node
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "lab_ui.page"
+        )
+        kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        name = re.sub(r"^\d+_", "", path.stem).replace("_", " ")  # as Streamlit's sidebar names it
+        out.append({"name": name, "file": path.name, "title": ast.literal_eval(call.args[0]), **kw})
+    return out
 
 
 @contextmanager

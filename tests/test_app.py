@@ -563,6 +563,23 @@ def test_causal_page_patches_a_typed_pair_and_a_construction():
         assert "strongest patch" in texts(at.markdown)
 
 
+def test_the_page_lists_come_from_the_pages_that_exist():
+    import lab_ui
+
+    index = lab_ui.page_index()
+    assert [p["file"] for p in index] == sorted(
+        (f.name for f in (APP / "pages").glob("*.py")), key=lambda n: int(n.split("_")[0])
+    )
+    assert {str(PAGES[k]) for k in PAGES if k != "home"} == {str(APP / "pages" / p["file"]) for p in index}
+    readme = (APP / "README.md").read_text(encoding="utf-8")
+    pages_line = (ROOT / "README.md").read_text(encoding="utf-8").split("Pages: Tour, ", 1)[1].split(";")[0]
+    assert pages_line.replace("\n", " ").split(", ") == [p["name"] for p in index]  # the README's list
+    tour = texts(ok(run("home")).markdown)
+    for p in index:  # each page opens with what it shows and what to try; the Tour and the README list it
+        assert p["shows"].endswith((".", "?")) and p["tries"], p["file"]
+        assert f"**{p['name']}**: {p['shows']}" in tour and f"**{p['name']}**" in readme, p["name"]
+
+
 def test_every_page_survives_a_broken_model(monkeypatch):
     monkeypatch.setenv("PROBING_LAB_MODEL", "/nonexistent/model")
     for page in PAGES:

@@ -24,13 +24,22 @@ MAX_TOKENS = 30
 CLEAN = "The author near the guards laughs ."
 CORRUPT = "The authors near the guards laughs ."
 
-lab_ui.page("Causal: does the model use what the probes find?")
+lab_ui.page(
+    "Causal: does the model use what the probes find?",
+    shows=(
+        "Whether the model *uses* what a probe reads: change one layer at one position (activation patching) "
+        "and watch the language model's own prediction."
+    ),
+    tries=(
+        "the default pair in the forward LM, then a construction: where does the subject's number travel to the verb?"
+    ),
+)
 st.markdown(
     "A probe shows that a property can be *read* from a layer, not that the model *uses* it. Here the model is "
     "changed and its own predictions watched. **Activation patching**: run the *corrupt* sentence, but copy one "
     "layer's activation at one position from the *clean* sentence, and see how much of the clean sentence's "
     "preference (logit of the right word minus the contrast word) comes back. A bright cell is a place where "
-    "the decision's information lives. Try: the forward LM, where the subject's number has to travel to the verb."
+    "the decision's information lives."
 )
 
 spec = lab_ui.current_spec()

@@ -35,7 +35,14 @@ from probing_lab.datasets.summary import summarise_file
 DEFAULT_TYPED = "\n".join(f"{s} | {label}" for s, label in BANK_SENTENCES[:4] + BANK_SENTENCES[8:12])
 BUILTIN = "bank (built-in sentences)"
 
-lab_ui.page("Polysemy: one word, many contexts")
+lab_ui.page(
+    "Polysemy: one word, many contexts",
+    shows="One word in many sentences, per layer: does the layer put occurrences of the same sense together?",
+    tries=(
+        "the built-in *bank* set, then a CoarseWSD-20 word; compare L0 (spelling only) with L1 and L2, and "
+        "each layer with its baselines below."
+    ),
+)
 st.markdown("Each point is one occurrence of the word. If a layer encodes sense, the colours form separate groups.")
 
 

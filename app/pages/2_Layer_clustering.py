@@ -26,7 +26,14 @@ COLOURS = {
 }
 PUNCT = "PUNCT"
 
-lab_ui.page("Layer clustering")
+lab_ui.page(
+    "Layer clustering",
+    shows=(
+        "Every token of a treebank sample as a point, per layer, coloured by part of speech, dependency "
+        "relation, frequency or out-of-vocabulary."
+    ),
+    tries="colour by part of speech and compare L0, L1 and L2: syntax should cluster most in L1.",
+)
 lab_ui.warm_umap_in_background()  # PCA is shown at once; UMAP compiles meanwhile
 st.markdown(
     "Tokens of a random sample of EWT dev sentences, one map per layer. Hover a point to see the token in its sentence."

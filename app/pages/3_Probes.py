@@ -33,7 +33,15 @@ SOURCES = {
     "Another folder": None,
 }
 
-lab_ui.page("Probes: what each layer encodes")
+lab_ui.page(
+    "Probes: what each layer encodes",
+    shows=(
+        "How well a linear probe reads part of speech, syntax or word sense from each layer, against its baselines."
+    ),
+    tries=(
+        "`pos_ewt` and `wsd_coarse` side by side: which layer peaks for each, and by how much over the control task?"
+    ),
+)
 st.markdown(
     "A linear probe is trained on each layer's vectors to predict a label (part of speech, dependency relation, "
     "word sense). Read a score against its baselines: the **control task** (every word type gets a fixed random "

@@ -17,7 +17,14 @@ from probing_lab.text import first_sentences, split_and_tokenize
 MAX_TOKENS = 120  # a heatmap beyond this is unreadable
 DEFAULT = "The bank raised its interest rates. We sat on the bank of the river and watched the boats."
 
-lab_ui.page("Sentence explorer")
+lab_ui.page(
+    "Sentence explorer",
+    shows="Cosine similarity between every pair of tokens of your text, per layer.",
+    tries=(
+        'a sentence with a word used twice in two senses ("I sat on the bank by the bank"): L0 links the two,'
+        " L1/L2 tell them apart."
+    ),
+)
 text = st.text_area("Text (one or more sentences)", DEFAULT, height=110, key="text")
 text, note = lab_ui.limit_text(text, 2000)
 if note:

@@ -20,7 +20,14 @@ from probing_lab.text import tokenize
 MAX_TOKENS = 60  # one sentence; a strip beyond this is unreadable
 DEFAULT = "The keys to the cabinet are on the table ."
 
-lab_ui.page("Language model: what each direction predicts")
+lab_ui.page(
+    "Language model: what each direction predicts",
+    shows=(
+        "ELMo as the two language models it is: how surprised each direction is by each word, and the "
+        "subject-verb agreement test."
+    ),
+    tries='"The keys to the cabinet are" against "is": which direction gets the agreement right?',
+)
 st.markdown(
     "ELMo's biLM is **two language models** that share the word (L0) layer and the softmax. The **forward** LM "
     "reads left to right and, at each word, predicts it from the words *before* it; the **backward** LM reads "

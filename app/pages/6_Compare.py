@@ -19,7 +19,14 @@ LAYERS = ["0", "1", "1f", "1b", "2", "2f", "2b"]
 MAX_TOKENS = 3000  # the debiased estimator builds (tokens x tokens) Gram matrices
 SELF = "the current model itself (layer against layer)"
 
-lab_ui.page("Compare representations")
+lab_ui.page(
+    "Compare representations",
+    shows=(
+        "How similar two representations of the same tokens are (linear CKA) across layers, halves and "
+        "models, and how contextual each layer is."
+    ),
+    tries="the current model against a random-init one: which layers does training change most?",
+)
 st.markdown(
     "**CKA** (centred kernel alignment) asks whether two representations put the same tokens close together. "
     "It is 1 when one is a rotation and rescaling of the other and near 0 when they are unrelated, and it "

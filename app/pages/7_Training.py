@@ -16,7 +16,14 @@ from probing_lab.probing.curves import read_curves
 COLOURS = {"0": "#7f7f7f", "1": "#1f77b4", "2": "#ff7f0e"}
 DASHES = ["solid", "dash", "dot", "dashdot"]
 
-lab_ui.page("Training: how the layers learn")
+lab_ui.page(
+    "Training: how the layers learn",
+    shows=(
+        "How each layer's knowledge emerged while the biLM learned: heldout perplexity and quick sense and "
+        "part-of-speech probes against tokens read."
+    ),
+    tries="find the point where part of speech stops improving, and compare it with word sense.",
+)
 st.markdown(
     "Every few hundred steps the trainer measured the model on held-out text and on two quick probes, "
     "**word sense** (nearest sense centroid on CoarseWSD-20, its train set split in halves) and **part of "

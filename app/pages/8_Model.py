@@ -21,7 +21,17 @@ RELEASED = "Released ELMo (options.json + weights.hdf5)"
 CANDIDATE = "Next model, in training (data/warm-start/campaign)"
 CHECKPOINT = "Another checkpoint directory"
 
-lab_ui.page("Model")
+lab_ui.page(
+    "Model",
+    shows=(
+        "Choose what the other pages look inside: the shipped model, its early snapshot, a random-init model "
+        "or a released ELMo."
+    ),
+    tries=(
+        "switch to the random-init model and revisit the Probes page: what remains is what the architecture "
+        "gives for free."
+    ),
+)
 current = lab_ui.current_spec()
 st.markdown(f"In use now: **{current.label}**")
 

@@ -18,13 +18,22 @@ from probing_lab.transfer.plots import layer_weights_figure, probe_scores_figure
 
 COMMAND = "probing-lab transfer transfer/chunking_conll2000.toml"
 
-lab_ui.page("Transfer: what ELMo adds to a task model")
+lab_ui.page(
+    "Transfer: what ELMo adds to a task model",
+    shows=(
+        "What ELMo's layers add to a task model (chunking, entity mentions, UPOS), by training-set size, with"
+        " the learned layer weights."
+    ),
+    tries=(
+        "compare the gap between ELMo and the static embedding at 1% and at 100% of the data, and the layer "
+        "weights with the probes."
+    ),
+)
 st.markdown(
     "A small BiLSTM tagger is trained on a task (chunking, entity mentions, UPOS) with different inputs: a static "
     "word embedding alone, or next to ELMo's learned scalar mix of L0-L2, its top layer, its type layer, or the "
     "same mix over a random-init ELMo; each on 1%, 10% and 100% of the training sentences, with several seeds. "
-    "Try: compare the gap between *ELMo scalar mix* and *static embedding* at 1% and at 100% (the paper's "
-    "sample-efficiency claim), and whether the layer a task weights most is the layer its probe decodes best."
+    "The gap at 1% against the gap at 100% is the paper's sample-efficiency claim."
 )
 
 
