@@ -259,7 +259,13 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     from .transfer.experiment import run_transfer
 
     out = run_transfer(
-        args.experiment, model=args.model, out=args.out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
+        args.experiment,
+        model=args.model,
+        out=args.out,
+        data_dir=args.data_dir,
+        progress=not args.quiet,
+        log=log.info,
+        workers=args.workers,
     )
     print(out)
     return 0
@@ -359,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model directory or random:PRESET (default: the shipped model)")
     p.add_argument("--out", help="run directory (default runs/transfer/NAME-STAMP); an interrupted one resumes")
     p.add_argument("--data-dir", help="where UD, PTB and GUM live (default $PROBING_LAB_DATA)")
+    p.add_argument("--workers", type=positive_int, default=1, help="cells trained at once, a process each")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_transfer)
 

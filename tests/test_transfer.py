@@ -50,7 +50,7 @@ def experiment(files: dict, **kw) -> dict:
     }
 
 
-def run(files, tiny, tmp_path, name="run", **kw) -> dict:
+def run(files, tiny, tmp_path, name="run", workers=1, **kw) -> dict:
     out = E.run_transfer(
         experiment(files, **kw),
         model=tiny,
@@ -58,6 +58,7 @@ def run(files, tiny, tmp_path, name="run", **kw) -> dict:
         cache_dir=tmp_path / "cache",
         progress=False,
         log=lambda m: None,
+        workers=workers,
     )
     return json.loads((out / "metrics.json").read_text())
 
@@ -170,6 +171,11 @@ def test_resume_after_an_interrupt_gives_the_same_cells(files, tiny, tmp_path, m
     key = lambda c: (c["input"], c["seed"])  # noqa: E731
     assert [(key(c), c["test"], c["dev"]) for c in sorted(whole["cells"], key=key)] == [
         (key(c), c["test"], c["dev"]) for c in sorted(resumed["cells"], key=key)
+    ]
+    # two worker processes give the very same cells, in the grid's order
+    parallel = run(files, tiny, tmp_path, "parallel", workers=2, **grid)
+    assert [(key(c), c["test"], c["dev"]) for c in whole["cells"]] == [
+        (key(c), c["test"], c["dev"]) for c in parallel["cells"]
     ]
     with pytest.raises(E.TransferError, match="already holds a finished transfer run"):
         run(files, tiny, tmp_path, "resumed", **grid)

@@ -238,6 +238,108 @@ def _prepare_run_dir(run_dir: Path, exp: TransferExperiment, model_name: str) ->
     return _read_cells(run_dir / "cells.jsonl")
 
 
+@dataclass
+class _Grid:
+    """What every cell of a run shares: the sets, each split's layers (model and random-init), the
+    tagger's settings; :meth:`cell` trains and scores one cell."""
+
+    exp: TransferExperiment
+    sets: dict
+    metric: str
+    features: dict
+    n_layers: int
+    dim: int
+    vectors: Optional[Callable]
+    log: Callable[[str], None]
+
+    @classmethod
+    def prepare(cls, exp, loaded, sets, metric, data_dir, cache_dir, progress, log) -> "_Grid":
+        from ..elmo import ElmoBiLM
+
+        encoders = {"model": ElmoEncoder(loaded.model, loaded.name)}
+        if "elmo_random" in exp.inputs:
+            random_model = ElmoBiLM(loaded.model.options)
+            random_model.reset_parameters(torch.Generator().manual_seed(0))
+            encoders["random"] = ElmoEncoder(random_model, "random-init")
+        features = {
+            (kind, role): TokenLayers(extract_features(enc, sets[role].words, cache_dir=cache_dir, progress=progress))
+            for kind, enc in encoders.items()
+            for role in ("train", "dev", "test")
+        }
+        n_layers, dim = encoders["model"].n_layers, encoders["model"].dim
+        return cls(exp, sets, metric, features, n_layers, dim, _static_vectors(exp), log)
+
+    def cell(self, name: str, fraction: float, seed: int) -> dict:
+        t0 = time.perf_counter()
+        sets = self.sets
+        chosen = subset(sets["train"], fraction, seed)
+        train = sets["train"].take(chosen)
+        elmo = {}
+        if name != "static":
+            kind, layers = ("random" if name == "elmo_random" else "model"), _layers(name, self.n_layers)
+            elmo = {
+                "train": self.features[(kind, "train")].batches(layers, chosen),
+                "dev": self.features[(kind, "dev")].batches(layers, np.arange(len(sets["dev"]))),
+                "test": self.features[(kind, "test")].batches(layers, np.arange(len(sets["test"]))),
+            }
+        trained = train_tagger(
+            train,
+            sets["dev"],
+            self.exp.config(),
+            self.metric,
+            seed,
+            elmo.get("train"),
+            elmo.get("dev"),
+            (len(_layers(name, self.n_layers)), self.dim),
+            self.vectors,
+            log=self.log,
+        )
+        predicted = predict(trained.model, trained.vocabulary, sets["test"].words, elmo.get("test"))
+        return {
+            "input": name,
+            "fraction": fraction,
+            "seed": seed,
+            "train_sentences": len(train),
+            "dev": trained.dev_score,
+            "test": score(self.metric, sets["test"].tags, predicted),
+            "epochs": trained.epochs,
+            "updates": trained.updates,
+            "dev_history": trained.history,
+            "mix_weights": trained.mix_weights(),
+            "stopped": trained.stopped,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+
+
+def _load_sets(exp: TransferExperiment, data_dir) -> tuple[dict, str]:
+    if exp.dataset is None:
+        return load_task(exp.task, data_dir), METRIC[exp.task]
+    try:
+        return load_files(exp.dataset)
+    except ValueError as e:
+        raise TransferError(f"{exp.name}: {e}") from None
+
+
+_WORKER_GRID: Optional[_Grid] = None  # a worker process's own copy, made once by _start_worker
+
+
+def _start_worker(exp: dict, model: Optional[str], data_dir, cache_dir) -> None:
+    """A worker (spawned, one thread): the same grid, its layers read from the feature cache that the
+    parent has filled."""
+    from ..models import load_model
+
+    global _WORKER_GRID
+    torch.set_num_threads(1)
+    experiment = TransferExperiment.from_dict(exp)
+    sets, metric = _load_sets(experiment, data_dir)
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    _WORKER_GRID = _Grid.prepare(experiment, load_model(model), sets, metric, data_dir, cache_dir, False, log)
+
+
+def _worker_cell(key: tuple) -> dict:
+    return _WORKER_GRID.cell(*key)
+
+
 def run_transfer(
     experiment: str | Path | dict | TransferExperiment,
     model: Optional[str] = None,
@@ -247,9 +349,11 @@ def run_transfer(
     progress: bool = True,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     on_progress: Optional[Callable[[float, str], None]] = None,
+    workers: int = 1,
 ) -> Path:
-    """Run (or resume) a transfer experiment; returns the run directory."""
-    from ..elmo import ElmoBiLM
+    """Run (or resume) a transfer experiment; returns the run directory. ``workers`` > 1 trains
+    that many cells at once, each in its own process with one thread (the same numbers: each cell
+    is seeded on its own)."""
     from ..models import load_model
 
     if isinstance(experiment, TransferExperiment):
@@ -258,93 +362,53 @@ def run_transfer(
         exp = TransferExperiment.from_dict(experiment)
     else:
         exp = TransferExperiment.load(experiment)
+    if not isinstance(workers, int) or workers < 1:
+        raise TransferError(f"workers must be a whole number >= 1, got {workers!r}")
     start = time.perf_counter()
-    if exp.dataset is not None:
-        try:
-            sets, metric = load_files(exp.dataset)
-        except ValueError as e:
-            raise TransferError(f"{exp.name}: {e}") from None
-    else:
-        sets, metric = load_task(exp.task, data_dir), METRIC[exp.task]
+    sets, metric = _load_sets(exp, data_dir)
     unseen = check_labels(sets, exp.task)
     for f in exp.fractions:
         subset(sets["train"], float(f), 0)  # a fraction too small for a tagger fails before any work
-    vectors = _static_vectors(exp)
+    _static_vectors(exp)  # a bad vectors folder fails before any work
     loaded = load_model(model)
     root = Path("runs") / "transfer"
     run_dir = Path(out) if out else check_inside(root / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}", root)
     done = _prepare_run_dir(run_dir, exp, loaded.name)
     config = exp.config()
     log(f"{exp.name}: {exp.task} ({metric}) with {loaded.name}; {len(done)} of {len(exp.grid())} cells done")
-    encoders = {"model": ElmoEncoder(loaded.model, loaded.name)}
-    if "elmo_random" in exp.inputs:
-        random_model = ElmoBiLM(loaded.model.options)
-        random_model.reset_parameters(torch.Generator().manual_seed(0))
-        encoders["random"] = ElmoEncoder(random_model, "random-init")
-    features = {
-        (kind, role): TokenLayers(extract_features(enc, sets[role].words, cache_dir=cache_dir, progress=progress))
-        for kind, enc in encoders.items()
-        for role in ("train", "dev", "test")
-    }
-    n_layers, dim = encoders["model"].n_layers, encoders["model"].dim
+    grid = _Grid.prepare(exp, loaded, sets, metric, data_dir, cache_dir, progress, log)
     finished = {(c["input"], c["fraction"], c["seed"]) for c in done}
     cells = list(done)
-    grid = exp.grid()
-    for name, fraction, seed in grid:
-        if (name, fraction, seed) in finished:
-            continue
-        t0 = time.perf_counter()
-        chosen = subset(sets["train"], fraction, seed)
-        train = sets["train"].take(chosen)
-        elmo = {}
-        if name != "static":
-            kind, layers = ("random" if name == "elmo_random" else "model"), _layers(name, n_layers)
-            elmo = {
-                "train": features[(kind, "train")].batches(layers, chosen),
-                "dev": features[(kind, "dev")].batches(layers, np.arange(len(sets["dev"]))),
-                "test": features[(kind, "test")].batches(layers, np.arange(len(sets["test"]))),
-            }
-        trained = train_tagger(
-            train,
-            sets["dev"],
-            config,
-            metric,
-            seed,
-            elmo.get("train"),
-            elmo.get("dev"),
-            (len(_layers(name, n_layers)), dim),
-            vectors,
-            log=log,
+    todo = [key for key in exp.grid() if key not in finished]
+    if workers > 1 and len(todo) > 1:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("spawn").Pool(
+            min(workers, len(todo)), _start_worker, (asdict(exp), model, data_dir, cache_dir)
         )
-        test = score(
-            metric, sets["test"].tags, predict(trained.model, trained.vocabulary, sets["test"].words, elmo.get("test"))
-        )
-        cell = {
-            "input": name,
-            "fraction": fraction,
-            "seed": seed,
-            "train_sentences": len(train),
-            "dev": trained.dev_score,
-            "test": test,
-            "epochs": trained.epochs,
-            "updates": trained.updates,
-            "dev_history": trained.history,
-            "mix_weights": trained.mix_weights(),
-            "stopped": trained.stopped,
-            "seconds": round(time.perf_counter() - t0, 1),
-        }
-        with open(run_dir / "cells.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(cell) + "\n")
-        cells.append(cell)
-        ran = len(cells) - len(done)
-        left = (time.perf_counter() - start) / ran * (len(grid) - len(cells))  # the large fractions come last: a floor
-        message = (
-            f"[{len(cells)}/{len(grid)}] {name} {fraction:g} seed {seed}: dev {trained.dev_score:.4f} "
-            f"test {test:.4f} ({cell['seconds']:.0f} s; at least {left / 60:.0f} min left)"
-        )
-        log("  " + message)
-        if on_progress:
-            on_progress(len(cells) / len(grid), message)
+        results = pool.imap_unordered(_worker_cell, todo)
+    else:
+        pool, results = None, (grid.cell(*key) for key in todo)
+    try:
+        for cell in results:
+            with open(run_dir / "cells.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(cell) + "\n")
+            cells.append(cell)
+            ran = len(cells) - len(done)
+            left = (time.perf_counter() - start) / ran * (len(exp.grid()) - len(cells))  # large fractions last: a floor
+            message = (
+                f"[{len(cells)}/{len(exp.grid())}] {cell['input']} {cell['fraction']:g} seed {cell['seed']}: "
+                f"dev {cell['dev']:.4f} test {cell['test']:.4f} ({cell['seconds']:.0f} s; "
+                f"at least {left / 60:.0f} min left)"
+            )
+            log("  " + message)
+            if on_progress:
+                on_progress(len(cells) / len(exp.grid()), message)
+    finally:
+        if pool is not None:
+            pool.terminate()
+    order = {key: i for i, key in enumerate(exp.grid())}
+    cells.sort(key=lambda c: order.get((c["input"], c["fraction"], c["seed"]), len(order)))
     summary = _summary(cells, exp)
     metrics = {
         "task": exp.task,
