@@ -1,4 +1,4 @@
-"""How well the corpus's prose detector (probing_lab.training.prose) separates prose from code,
+"""How well the corpus's prose detector (probing_lab.corpus.prose) separates prose from code,
 binary data, tables and word lists, on a labelled sample of documents from the corpus sources.
 
 Labels: every gensim member with a code suffix is code, its test-data files are labelled by hand
@@ -18,8 +18,8 @@ import random
 import zipfile
 from pathlib import Path
 
-from probing_lab.training.corpus import read_source
-from probing_lab.training.prose import THRESHOLDS, is_code_name, looks_binary, prose_features, prose_verdict
+from probing_lab.corpus.build import read_source
+from probing_lab.corpus.prose import THRESHOLDS, is_code_name, looks_binary, prose_features, prose_verdict
 
 # gensim's test data that is text (not binary): prose or not, looked at by hand
 GENSIM_TEXT_LABELS = {

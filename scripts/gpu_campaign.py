@@ -108,8 +108,8 @@ def last_metrics(run: Path) -> dict:
 def smoke_test(corpus: Path, data_dir: Path, work: Path, quick_eval: bool) -> dict:
     import torch
 
+    from probing_lab.corpus.build import build_corpus
     from probing_lab.training.checkpoint import load_lm
-    from probing_lab.training.corpus import build_corpus
 
     lines = (corpus / "heldout.txt").read_text(encoding="utf-8").splitlines()[:6000]
     (work / "tiny.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from probing_lab.training.corpus import build_corpus, source_name
+from probing_lab.corpus.build import build_corpus, source_name
+from probing_lab.corpus.exclusions import default_exclusions
 from probing_lab.training.errors import CorpusError
-from probing_lab.training.exclusions import default_exclusions
 
 
 def _corpus_lines(out: Path) -> list[str]:

@@ -18,11 +18,11 @@ import torch
 from conftest import TINY_MODEL
 
 from probing_lab.cli import main
+from probing_lab.corpus.build import build_corpus
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint, save_hdf5_weights
 from probing_lab.fileio import OutputError, atomic_path, check_output
 from probing_lab.lm.model import save_softmax
 from probing_lab.training.config import TrainConfig
-from probing_lab.training.corpus import build_corpus
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
 

@@ -10,6 +10,7 @@ import torch
 from conftest import TINY_MODEL
 
 from probing_lab.cli import main
+from probing_lab.corpus.build import build_corpus
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, batch_to_ids, save_checkpoint
 from probing_lab.lm.agreement import (
     CONSTRUCTIONS,
@@ -23,7 +24,6 @@ from probing_lab.lm.model import LanguageModel, NoSoftmaxError, load_language_mo
 from probing_lab.lm.score import predict, score_sentences
 from probing_lab.training.checkpoint import export_encoder, load_lm
 from probing_lab.training.config import TrainConfig
-from probing_lab.training.corpus import build_corpus
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
 

@@ -552,8 +552,8 @@ def test_number_probe_runs_on_the_labelled_verbs_only_with_halves(tmp_path):
 
 def test_probe_on_the_snapshots_of_a_training_run(tmp_path, capsys):
     from probing_lab.cli import main
+    from probing_lab.corpus.build import build_corpus
     from probing_lab.training.config import TrainConfig
-    from probing_lab.training.corpus import build_corpus
     from probing_lab.training.trainer import train
 
     (tmp_path / "src.txt").write_text("".join(f"The author near the guards laughs number {i} .\n" for i in range(300)))

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from probing_lab.training.corpus import build_corpus
+from probing_lab.corpus.build import build_corpus
+from probing_lab.corpus.prose import is_code_name, looks_binary, prose_verdict
 from probing_lab.training.errors import CorpusError
-from probing_lab.training.prose import is_code_name, looks_binary, prose_verdict
 
 PROSE = (
     "The river rose in the night, and by morning the water had reached the bank where the boats were "

@@ -12,11 +12,11 @@ import torch
 from conftest import TINY_MODEL
 
 from probing_lab.cli import main
+from probing_lab.corpus.build import build_corpus
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
 from probing_lab.probing.experiment import Experiment, ExperimentError
 from probing_lab.training.checkpoint import latest_checkpoint, load_lm
 from probing_lab.training.config import TrainConfig, TrainingError
-from probing_lab.training.corpus import build_corpus
 from probing_lab.training.errors import CorpusError
 from probing_lab.training.trainer import train
 

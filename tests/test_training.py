@@ -19,6 +19,8 @@ import torch
 from conftest import TINY_MODEL
 
 from probing_lab.cli import main
+from probing_lab.corpus.build import build_corpus
+from probing_lab.corpus.markup import strip_tags, strip_wiki_markup
 from probing_lab.elmo import ElmoOptions, Embedder, load_checkpoint
 from probing_lab.training.checkpoint import (
     export_encoder,
@@ -28,11 +30,9 @@ from probing_lab.training.checkpoint import (
     restore_warm_start,
 )
 from probing_lab.training.config import TrainConfig, TrainingError
-from probing_lab.training.corpus import build_corpus
 from probing_lab.training.data import TokenTable, WindowStream, read_sentences
 from probing_lab.training.errors import CorpusError
 from probing_lab.training.lm import BiLanguageModel, evaluate_lm
-from probing_lab.training.markup import strip_tags, strip_wiki_markup
 from probing_lab.training.softmax import LogUniformSampler, SoftmaxHead, log_uniform_table
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary

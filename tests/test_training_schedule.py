@@ -11,9 +11,9 @@ import pytest
 import torch
 from test_training import corpus_dir, tiny_config  # noqa: F401  (the fixture is used by name)
 
+from probing_lab.corpus.build import build_corpus
 from probing_lab.training.checkpoint import export_encoder, load_lm
 from probing_lab.training.config import TrainConfig, TrainingError
-from probing_lab.training.corpus import build_corpus
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
 

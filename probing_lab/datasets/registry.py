@@ -51,7 +51,7 @@ SPLITS: dict[str, tuple[str | None, ...]] = {
     **{name: ("train", "dev", "test") for name in SPAN_DATASETS},  # labelled spans (span_tasks)
 }
 # The files of each probe dataset under a data directory, all splits: what must never enter an LM
-# pretraining corpus (probing_lab.training.exclusions reads them). Brown and WordNet are corpus
+# pretraining corpus (probing_lab.corpus.exclusions reads them). Brown and WordNet are corpus
 # sources themselves and are not listed.
 EVALUATION_FILES = {
     "ewt": ("ud-english-ewt/*.conllu",),

@@ -15,10 +15,10 @@ log = logging.getLogger("probing_lab")
 
 
 def cmd_corpus_build(args: argparse.Namespace) -> int:
+    from ..corpus.build import build_corpus
+    from ..corpus.exclusions import default_exclusions
     from ..fileio import check_output_dir
     from ..paths import data_dir as resolve_data_dir
-    from .corpus import build_corpus
-    from .exclusions import default_exclusions
 
     check_output_dir(args.out, *args.sources, *args.exclude, force=args.force)  # before reading any source
     exclude = [Path(p) for p in args.exclude]
@@ -62,7 +62,7 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
 
 
 def cmd_corpus_fetch_help(args: argparse.Namespace) -> int:
-    from .corpus import FETCH_COMMANDS
+    from ..corpus.build import FETCH_COMMANDS
 
     print(FETCH_COMMANDS, end="")
     return 0

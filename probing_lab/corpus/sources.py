@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from ..text import split_sentences
-from .errors import SourceFormatError
+from ..training.errors import SourceFormatError
 from .rdata import r_data_vectors
 
 ReadMember = Callable[[str], bytes]  # member name -> its bytes
@@ -36,7 +36,7 @@ class Document:
     text: str
     one_per_line: bool = False
     capped: bool = False
-    # why a member was not read as prose ("code-name", "binary"; see probing_lab.training.prose), and its size
+    # why a member was not read as prose ("code-name", "binary"; see probing_lab.corpus.prose), and its size
     dropped: Optional[str] = None
     size: int = 0
 

@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from .errors import SourceFormatError
+from ..training.errors import SourceFormatError
 
 
 @dataclass

