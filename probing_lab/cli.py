@@ -14,6 +14,7 @@ from pathlib import Path
 from .analysis.commands import add_compare_command
 from .argtypes import layer_list, positive_int
 from .causal.commands import add_causal_commands
+from .corpus.commands import add_corpus_commands
 from .download import DownloadError, add_download_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
@@ -312,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.set_defaults(func=cmd_info)
 
+    add_corpus_commands(sub)
     add_training_commands(sub)
     add_lm_commands(sub)
     add_compare_command(sub)

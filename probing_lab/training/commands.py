@@ -1,5 +1,5 @@
-"""The training half of the ``probing-lab`` command: ``corpus build|fetch-help``, ``train``, ``curves``,
-``eval-lm``, ``export`` (their parsers and what they run; ``probing_lab.cli`` registers them)."""
+"""The training half of the ``probing-lab`` command: ``train``, ``curves``, ``eval-lm``, ``export``
+(their parsers and what they run; ``probing_lab.cli`` registers them)."""
 
 from __future__ import annotations
 
@@ -9,63 +9,9 @@ import logging
 import math
 from pathlib import Path
 
-from ..argtypes import non_negative_int, positive_int
+from ..argtypes import positive_int
 
 log = logging.getLogger("probing_lab")
-
-
-def cmd_corpus_build(args: argparse.Namespace) -> int:
-    from ..corpus.build import build_corpus
-    from ..corpus.exclusions import default_exclusions
-    from ..fileio import check_output_dir
-    from ..paths import data_dir as resolve_data_dir
-
-    check_output_dir(args.out, *args.sources, *args.exclude, force=args.force)  # before reading any source
-    exclude = [Path(p) for p in args.exclude]
-    if not args.no_default_exclusions:
-        where, how = resolve_data_dir(args.data_dir)  # wherever load_dataset finds the probe datasets
-        found = default_exclusions(where)
-        if found:
-            log.info("excluding the sentences of %d probe dataset files under %s (%s)", len(found), where, how)
-        if not found:
-            log.warning(
-                "no probe datasets found under %s (UD EWT/GUM, PTB sample, WSD sets): nothing excluded "
-                "from them; set --data-dir or PROBING_LAB_DATA",
-                where or "(no data directory set)",
-            )
-        exclude += found
-    stats = build_corpus(
-        args.out,
-        args.sources,
-        exclude=exclude,
-        heldout_fraction=args.heldout_fraction,
-        n_shards=args.shards,
-        min_count=args.min_count,
-        seed=args.seed,
-        progress=log.info,
-        gcide_definition_tokens=args.gcide_definition_tokens,
-    )
-    t = stats["train"]
-    log.info(
-        "wrote %s: train %d sentences, %d tokens, %d types; heldout %d tokens; vocab %d; "
-        "%d duplicates and %d evaluation sentences removed",
-        args.out,
-        t["sentences"],
-        t["tokens"],
-        t["types"],
-        stats["heldout"]["tokens"],
-        stats["vocab_size"],
-        stats["duplicates_removed"],
-        stats["evaluation_sentences_removed"],
-    )
-    return 0
-
-
-def cmd_corpus_fetch_help(args: argparse.Namespace) -> int:
-    from ..corpus.build import FETCH_COMMANDS
-
-    print(FETCH_COMMANDS, end="")
-    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -194,31 +140,6 @@ def cmd_curves(args: argparse.Namespace) -> int:
 
 
 def add_training_commands(sub) -> None:
-    p = sub.add_parser("corpus", help="language-model pretraining corpora")
-    corpus = p.add_subparsers(dest="corpus_command", required=True)
-    c = corpus.add_parser("build", help="normalise, split, tokenize, dedupe, hold out, write vocab + stats")
-    c.add_argument("sources", nargs="+", help="text files, folders, .zip/.tgz/.whl/.deb archives")
-    c.add_argument("--out", required=True, help="corpus folder to write")
-    c.add_argument(
-        "--exclude", action="append", default=[], help="extra evaluation file whose sentences must not be trained on"
-    )
-    c.add_argument("--data-dir", help="where the probe evaluation sets are (default $PROBING_LAB_DATA)")
-    c.add_argument("--no-default-exclusions", action="store_true")
-    c.add_argument("--heldout-fraction", type=float, default=0.01)
-    c.add_argument("--shards", type=positive_int, default=4, help="train shards (at least one per training process)")
-    c.add_argument("--min-count", type=positive_int, default=2, help="vocabulary: minimum count")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument(
-        "--gcide-definition-tokens",
-        type=non_negative_int,
-        default=1_000_000,
-        help="at most this many tokens of GCIDE definitions (a seeded random sample)",
-    )
-    c.add_argument("--force", action="store_true", help="write into --out even when it is not empty")
-    c.set_defaults(func=cmd_corpus_build)
-    c = corpus.add_parser("fetch-help", help="print the commands that fetch the registry text packages")
-    c.set_defaults(func=cmd_corpus_fetch_help)
-
     p = sub.add_parser("train", help="train the biLM (also under torchrun for DistributedDataParallel)")
     p.add_argument("--config", required=True, help="training config JSON (see configs/train/)")
     p.add_argument("--corpus", required=True, help="folder written by `probing-lab corpus build`")
