@@ -28,10 +28,10 @@ RUNNING = (
     "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
     " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')"
 )
-# (file name, page path, a text the page shows once drawn, number of plotly charts to wait for, height in px)
+# (file name, page path, a text the page shows once drawn, height of the picture in px)
 PAGES = [
-    ("polysemy.png", "/Polysemy", "Best upper layer", 2, 1500),
-    ("probes.png", "/Probes", "Probes: what each layer encodes", 1, 1500),
+    ("polysemy.png", "/Polysemy", "Best upper layer", 1500),
+    ("probes.png", "/Probes", "Probes: what each layer encodes", 1500),
 ]
 
 
@@ -50,12 +50,12 @@ def settle(page, timeout_ms: int = 180_000) -> None:
 
 
 def shoot(browser, url: str, out: Path, width: int) -> None:
-    for name, path, marker, charts, height in PAGES:
+    for name, path, marker, height in PAGES:
         page = browser.new_page(viewport={"width": width, "height": height})
         page.goto(url + path, wait_until="networkidle")
         page.get_by_text(marker).first.wait_for(timeout=180_000)
         settle(page)
-        page.locator(".js-plotly-plot").nth(charts - 1).wait_for(timeout=180_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)  # the first chart is drawn (visible)
         settle(page)
         page.wait_for_timeout(1500)  # plotly's last layout pass
         errors = page.locator('[data-testid="stException"]')
