@@ -2,7 +2,7 @@
 process with ``st.cache_resource``), the data sets, input limits and friendly error handling.
 
 The app is a thin layer: everything it computes comes from ``probing_lab``. A model choice is a
-``ModelSpec``, the arguments of :func:`probing_lab.models.load_model`, so the app loads exactly what
+``ModelSpec``, the arguments of :func:`probing_lab.model_loading.load_model`, so the app loads exactly what
 ``probing-lab ... --model`` would.
 """
 
@@ -24,7 +24,7 @@ if str(_CHECKOUT) not in sys.path:  # run from a checkout without `pip install -
     sys.path.insert(0, str(_CHECKOUT))
 
 from probing_lab.datasets.wsd import COARSEWSD_WORDS  # noqa: E402, F401 (the Polysemy page's presets)
-from probing_lab.models import load_model, shipped_model_dir  # noqa: E402
+from probing_lab.model_loading import load_model, shipped_model_dir  # noqa: E402
 from probing_lab.paths import CANDIDATE_MODEL_DIR, EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR, WORK_DIR  # noqa: E402, F401
 
 ROOT = REPO_ROOT  # the pages read probes/ and runs/ under it
@@ -146,7 +146,7 @@ def static_encoder():
 
 @st.cache_resource(show_spinner="Loading the language model…", max_entries=4)
 def _load_language_model(model: Optional[str], seed: int):
-    from probing_lab.lm.model import load_language_model
+    from probing_lab.lm.language_model import load_language_model
 
     return load_language_model(model, seed)
 
@@ -154,7 +154,7 @@ def _load_language_model(model: Optional[str], seed: int):
 def language_model(spec: ModelSpec):
     """The current model with its softmax (``probing_lab.lm``), or raises ``NoSoftmaxError`` with a
     message fit to show (released ELMo weights come without one)."""
-    from probing_lab.lm.model import NoSoftmaxError
+    from probing_lab.lm.language_model import NoSoftmaxError
 
     if spec.options:
         raise NoSoftmaxError("released ELMo weights come without their softmax, so they cannot score words")

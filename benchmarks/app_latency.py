@@ -83,7 +83,7 @@ def library_update(model: str, repeat: int) -> float:
 
     from probing_lab.analysis import collect, cosine_matrix, parse_lines, project
     from probing_lab.elmo import Embedder
-    from probing_lab.models import load_model
+    from probing_lab.model_loading import load_model
 
     embedder = Embedder(load_model(None if model == "shipped" else model).model, batch_size=32)  # as the app does
     lines = parse_lines(contexts(repeat + 1000))

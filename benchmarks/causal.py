@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from probing_lab.elmo.interventions import ablate_units
     from probing_lab.features.cache import ElmoEncoder, extract_features
     from probing_lab.lm.agreement import read_pairs
-    from probing_lab.lm.model import load_language_model
+    from probing_lab.lm.language_model import load_language_model
 
     lm = load_language_model(args.model)
     print(f"model {lm.name}; torch threads {torch.get_num_threads()}")

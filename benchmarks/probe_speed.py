@@ -31,7 +31,7 @@ def main() -> None:
     from probing_lab.datadir import data_dir
     from probing_lab.datasets import load_dataset
     from probing_lab.features.cache import ElmoEncoder, extract_features
-    from probing_lab.models import load_model
+    from probing_lab.model_loading import load_model
     from probing_lab.probing import tasks as T
     from probing_lab.probing.probes import ProbeConfig, fit_probe
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from probing_lab.elmo import get_preset
-from probing_lab.training.lm import BiLanguageModel
+from probing_lab.training.objective import BiLanguageModel
 
 
 class NnLstmStreams(nn.Module):

@@ -43,7 +43,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     from .elmo import Embedder
     from .fileio import atomic_path, check_output
-    from .models import load_model
+    from .model_loading import load_model
     from .text import read_sentence_file
 
     out = Path(args.output)
@@ -81,7 +81,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .elmo import Embedder
-    from .models import load_model, shipped_model_dir
+    from .model_loading import load_model, shipped_model_dir
 
     if args.model is None and args.options is None and shipped_model_dir() is None:
         args.model = "random:cpu-base"
@@ -136,7 +136,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .models import load_model
+    from .model_loading import load_model
 
     loaded = load_model(args.model, args.options, args.weights, args.seed)
     print(

@@ -259,7 +259,7 @@ def test_collect_reports_missing_and_l0_collapses():
 
 def test_l0_collapse_with_a_real_random_model():
     from probing_lab.elmo import Embedder
-    from probing_lab.models import load_model
+    from probing_lab.model_loading import load_model
 
     embedder = Embedder(load_model("random:cpu-tiny").model)
     occ = P.collect(

@@ -80,7 +80,7 @@ def test_limit_text_and_default_model(monkeypatch):
     assert lab_ui.default_spec() == (lab_ui.ModelSpec(model="random:cpu-tiny"), None)
     monkeypatch.delenv("PROBING_LAB_MODEL")
     spec, note = lab_ui.default_spec()
-    from probing_lab.models import shipped_model_dir
+    from probing_lab.model_loading import shipped_model_dir
 
     if shipped_model_dir() is None:
         assert spec.model == lab_ui.FALLBACK_MODEL and "randomly initialised" in note
@@ -104,7 +104,7 @@ def test_home_tour_bank_example():
 
 
 def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
-    from probing_lab.models import shipped_model_dir
+    from probing_lab.model_loading import shipped_model_dir
 
     monkeypatch.delenv("PROBING_LAB_MODEL")
     at = ok(run("home"))
@@ -163,7 +163,7 @@ def test_polysemy_builtin_bank():
 
 
 def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
-    from probing_lab.models import shipped_model_dir
+    from probing_lab.model_loading import shipped_model_dir
 
     if shipped_model_dir() is None:
         pytest.skip("the shipped model is not in this checkout")
@@ -398,7 +398,7 @@ def _tiny_lm_dir(path: Path) -> Path:
     from conftest import TINY_MODEL
 
     from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
-    from probing_lab.lm.model import save_softmax
+    from probing_lab.lm.language_model import save_softmax
     from probing_lab.training.vocab import Vocabulary
 
     bilm = ElmoBiLM(ElmoOptions.from_dict(TINY_MODEL))

@@ -94,7 +94,7 @@ def patch_lm():
     from conftest import TINY_MODEL
 
     from probing_lab.elmo import ElmoBiLM, ElmoOptions
-    from probing_lab.lm.model import LanguageModel
+    from probing_lab.lm.language_model import LanguageModel
     from probing_lab.training.vocab import Vocabulary
 
     g = torch.Generator().manual_seed(0)

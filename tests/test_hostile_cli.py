@@ -21,7 +21,7 @@ from probing_lab.cli import main
 from probing_lab.corpus.build import build_corpus
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint, save_hdf5_weights
 from probing_lab.fileio import OutputError, atomic_path, check_output
-from probing_lab.lm.model import save_softmax
+from probing_lab.lm.language_model import save_softmax
 from probing_lab.training.config import TrainConfig
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
@@ -385,12 +385,12 @@ def test_10_export_replaces_the_whole_folder_never_mixing_two_exports(tmp_path, 
 
 
 def test_outputs_are_checked_before_the_work(tmp_path, capsys, monkeypatch):
-    import probing_lab.lm.model
+    import probing_lab.lm.language_model
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the output was checked")
 
-    monkeypatch.setattr(probing_lab.lm.model, "load_language_model", no_model)
+    monkeypatch.setattr(probing_lab.lm.language_model, "load_language_model", no_model)
     assert main(["lm", "agreement", "--json", str(tmp_path), "--model", "x"]) == 2
     assert f"--json {tmp_path} is a folder; give a file name" in capsys.readouterr().err
 

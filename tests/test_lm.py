@@ -20,7 +20,7 @@ from probing_lab.lm.agreement import (
     generate_pairs,
     read_pairs,
 )
-from probing_lab.lm.model import LanguageModel, NoSoftmaxError, load_language_model, save_softmax
+from probing_lab.lm.language_model import LanguageModel, NoSoftmaxError, load_language_model, save_softmax
 from probing_lab.lm.score import predict, score_sentences
 from probing_lab.training.checkpoint import export_encoder, load_lm
 from probing_lab.training.config import TrainConfig
@@ -234,7 +234,7 @@ def test_a_broken_pairs_file_names_the_line(tmp_path):
 
 
 def test_the_shipped_model_is_a_language_model_that_learned_local_agreement():
-    from probing_lab.models import shipped_model_dir
+    from probing_lab.model_loading import shipped_model_dir
 
     if shipped_model_dir() is None:
         pytest.skip("the shipped model is not in this checkout")

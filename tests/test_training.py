@@ -32,7 +32,7 @@ from probing_lab.training.checkpoint import (
 from probing_lab.training.config import TrainConfig, TrainingError
 from probing_lab.training.data import TokenTable, WindowStream, read_sentences
 from probing_lab.training.errors import CorpusError
-from probing_lab.training.lm import BiLanguageModel, evaluate_lm
+from probing_lab.training.objective import BiLanguageModel, evaluate_lm
 from probing_lab.training.softmax import LogUniformSampler, SoftmaxHead, log_uniform_table
 from probing_lab.training.trainer import train
 from probing_lab.training.vocab import Vocabulary
@@ -312,15 +312,15 @@ def test_distributed_two_processes_on_gloo_stay_in_sync(corpus_dir, tmp_path):
     check.write_text(
         "import json, os, torch\n"
         "import torch.distributed as dist\n"
-        "from probing_lab.training import config, lm, trainer\n"
-        "orig = lm.BiLanguageModel.forward\n"
+        "from probing_lab.training import config, objective, trainer\n"
+        "orig = objective.BiLanguageModel.forward\n"
         "def spy(self, *a, **k):\n"
         "    out = orig(self, *a, **k)\n"
         "    sums = [float(p.detach().double().sum()) for p in self.parameters()]\n"
         f"    with open(os.path.join({str(tmp_path)!r}, 'sums-' + os.environ['RANK'] + '.jsonl'), 'a') as f:\n"
         "        f.write(json.dumps(sums) + '\\n')\n"
         "    return out\n"
-        "lm.BiLanguageModel.forward = spy\n"
+        "objective.BiLanguageModel.forward = spy\n"
         f"cfg = config.TrainConfig.from_dict(json.loads({json.dumps(json.dumps(config.to_dict()))}))\n"
         f"trainer.train(cfg, {str(corpus_dir)!r}, {str(tmp_path / 'run')!r}, progress=False)\n"
     )

@@ -16,7 +16,7 @@ import streamlit as st
 from probing_lab.causal.patching import patch_construction, patch_tokens
 from probing_lab.causal.report import load_causal_run, patch_summary, summary_table, units_summary
 from probing_lab.lm.agreement import DESCRIPTIONS, read_pairs
-from probing_lab.lm.model import NoSoftmaxError
+from probing_lab.lm.language_model import NoSoftmaxError
 from probing_lab.paths import CAUSAL_RESULTS_DIR
 from probing_lab.text import tokenize
 

@@ -13,7 +13,7 @@ import lab_ui
 import streamlit as st
 
 from probing_lab.lm.agreement import DESCRIPTIONS, evaluate_agreement, read_pairs
-from probing_lab.lm.model import NoSoftmaxError
+from probing_lab.lm.language_model import NoSoftmaxError
 from probing_lab.lm.score import predict, score_sentences
 from probing_lab.text import tokenize
 

@@ -12,7 +12,7 @@ import lab_ui
 import streamlit as st
 
 from probing_lab.elmo import PRESETS
-from probing_lab.models import SHIPPED_MODEL_DIR, shipped_model_dir
+from probing_lab.model_loading import SHIPPED_MODEL_DIR, shipped_model_dir
 
 SHIPPED = "Shipped model (data/models/elmo-lab)"
 EARLY = "Early snapshot (data/models/elmo-lab-early)"

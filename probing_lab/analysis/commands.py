@@ -44,7 +44,7 @@ def representations(model_arg: str | None, sentences, keys: list[str], seed: int
     """A model's named representations of every token: ``(name, {key: (n, dim)})``."""
     from ..elmo import Embedder
     from ..features.activations import embed_activations, layer_number, split_half
-    from ..models import load_model
+    from ..model_loading import load_model
 
     loaded = load_model(None if model_arg in (None, "shipped") else model_arg, seed=seed)
     n_layers = loaded.model.n_layers

@@ -29,7 +29,7 @@ def _sites(layers: str, directions: str) -> list[tuple[int, str]]:
 
 def cmd_causal_amnesic(args: argparse.Namespace) -> int:
     from ..fileio import atomic_directory, check_output_dir
-    from ..lm.model import load_language_model
+    from ..lm.language_model import load_language_model
     from ..paths import data_dir
     from .amnesic import AmnesicConfig, AmnesicData, amnesic_site
 
@@ -77,7 +77,7 @@ def _directions(value: str) -> list[str]:
 
 def cmd_causal_units(args: argparse.Namespace) -> int:
     from ..fileio import atomic_directory, check_output_dir
-    from ..lm.model import load_language_model
+    from ..lm.language_model import load_language_model
     from .units import UnitsConfig, number_units, save_units_figure
 
     directions = _directions(args.directions)
@@ -107,7 +107,7 @@ def cmd_causal_units(args: argparse.Namespace) -> int:
 
 def cmd_causal_patch(args: argparse.Namespace) -> int:
     from ..fileio import atomic_directory, check_output_dir
-    from ..lm.model import load_language_model
+    from ..lm.language_model import load_language_model
     from .patching import patch_construction, save_heatmap
 
     directions = _directions(args.directions)

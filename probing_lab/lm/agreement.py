@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 from ..fileio import atomic_path
 from ..paths import AGREEMENT_PAIRS_FILE
-from .model import LanguageModel
+from .language_model import LanguageModel
 from .score import score_sentences
 
 # (singular, plural) subjects; people, so that every verb phrase fits every noun

@@ -19,7 +19,7 @@ def cmd_lm_score(args: argparse.Namespace) -> int:
 
     from ..fileio import atomic_path, check_output
     from ..text import read_sentence_file
-    from .model import load_language_model
+    from .language_model import load_language_model
     from .score import score_sentences
 
     out = Path(args.output)
@@ -40,7 +40,7 @@ def cmd_lm_score(args: argparse.Namespace) -> int:
 
 def cmd_lm_predict(args: argparse.Namespace) -> int:
     from ..text import tokenize
-    from .model import load_language_model
+    from .language_model import load_language_model
     from .score import predict, score_sentences
 
     tokens = tokenize(args.text)
@@ -69,7 +69,7 @@ def cmd_lm_predict(args: argparse.Namespace) -> int:
 def cmd_lm_agreement(args: argparse.Namespace) -> int:
     from ..fileio import atomic_path, check_output
     from .agreement import PAIRS_FILE, evaluate_agreement, generate_pairs, read_pairs, write_pairs
-    from .model import load_language_model
+    from .language_model import load_language_model
 
     if args.write_pairs:
         check_output(args.write_pairs, args.pairs, force=args.force, option="--write-pairs")

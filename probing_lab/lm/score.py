@@ -19,7 +19,7 @@ import torch
 from ..elmo import batch_to_ids
 from ..elmo.chars import check_sentences
 from ..training.vocab import BOS_ID, EOS_ID, UNK_ID
-from .model import LanguageModel
+from .language_model import LanguageModel
 
 
 @dataclass

@@ -292,7 +292,7 @@ def run_experiment(
     ``on_progress(fraction, message)`` is called after each probed layer (of the model, then of the
     random-init baseline)."""
     from ..elmo import ElmoBiLM
-    from ..models import load_model
+    from ..model_loading import load_model
     from ..paths import data_dir as resolve_data_dir
 
     if isinstance(experiment, Experiment):

@@ -34,10 +34,10 @@ from ..elmo.weights import CHECKPOINT_CARD
 from ..fileio import atomic_directory, atomic_path, file_sha256
 from .config import TrainConfig, TrainingError
 from .distributed import Distributed
-from .lm import BiLanguageModel
+from .objective import BiLanguageModel
 from .vocab import Vocabulary
 
-# a model directory's language-model softmax (read by probing_lab.lm.model): weight (V, proj), bias (V,)
+# a model directory's language-model softmax (read by probing_lab.lm.language_model): weight (V, proj), bias (V,)
 SOFTMAX_WEIGHTS = "softmax.safetensors"
 SOFTMAX_VOCAB = "vocab.txt"  # its V words
 

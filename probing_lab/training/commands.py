@@ -52,7 +52,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval_lm(args: argparse.Namespace) -> int:
     from .checkpoint import load_lm
     from .config import TrainingError
-    from .lm import evaluate_lm
+    from .objective import evaluate_lm
 
     lm, info = load_lm(args.run)
     result = evaluate_lm(

@@ -29,7 +29,7 @@ from .config import TrainConfig, TrainingError
 from .data import WindowStream, load_corpus, train_files
 from .distributed import Distributed
 from .errors import CorpusError
-from .lm import BiLanguageModel, evaluate_lm
+from .objective import BiLanguageModel, evaluate_lm
 from .vocab import Vocabulary
 
 

@@ -326,7 +326,7 @@ _WORKER_GRID: Optional[_Grid] = None  # a worker process's own copy, made once b
 def _start_worker(exp: dict, model: Optional[str], data_dir, cache_dir) -> None:
     """A worker (spawned, one thread): the same grid, its layers read from the feature cache that the
     parent has filled."""
-    from ..models import load_model
+    from ..model_loading import load_model
 
     global _WORKER_GRID
     torch.set_num_threads(1)
@@ -354,7 +354,7 @@ def run_transfer(
     """Run (or resume) a transfer experiment; returns the run directory. ``workers`` > 1 trains
     that many cells at once, each in its own process with one thread (the same numbers: each cell
     is seeded on its own)."""
-    from ..models import load_model
+    from ..model_loading import load_model
 
     if isinstance(experiment, TransferExperiment):
         exp = experiment
