@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY_MODEL
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 from probing_lab.elmo import ElmoBiLM, save_checkpoint
 from probing_lab.elmo.weights import load_checkpoint
 from probing_lab.features.cache import ElmoEncoder, extract_features
 from probing_lab.probing import tasks as T
 from probing_lab.probing.experiment import Experiment, ExperimentError, run_experiment
-from probing_lab.probing.probes import ProbeConfig, TorchLinearClassifier, fit_probe, online_codelength
+from probing_lab.probing.probes import ProbeConfig, fit_probe, online_codelength
 from probing_lab.probing.runs import ProbeRun, report
 from probing_lab.probing.structural import StructuralProbeConfig
 
@@ -71,6 +72,30 @@ def _blobs(n=2000, dim=16, k=4, seed=0, noise=1.0):
     centres = rng.normal(0, 3, (k, dim))
     y = rng.integers(0, k, n)
     return (centres[y] + rng.normal(0, noise, (n, dim))).astype(np.float32), y
+
+
+class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
+    """The lab's probe (``ProbeConfig``'s settings, ``epochs`` aside) behind scikit-learn's estimator
+    API, to compare it with LogisticRegression and run it in cross-validation; early stopping on a
+    held-out tenth."""
+
+    def __init__(self, epochs: int = ProbeConfig.epochs, seed: int = 0):
+        self.epochs, self.seed = epochs, seed
+
+    def fit(self, X, y) -> "TorchLinearClassifier":
+        X = np.asarray(X, dtype=np.float32)
+        self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
+        order = np.random.default_rng(self.seed).permutation(len(X))
+        val, tr = order[: max(1, len(X) // 10)], order[max(1, len(X) // 10) :]
+        config = ProbeConfig(epochs=self.epochs, seed=self.seed)
+        self.probe_ = fit_probe(X[tr], codes[tr], X[val], codes[val], len(self.classes_), config)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        return self.probe_.predict_proba(np.asarray(X, dtype=np.float32))
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[self.predict_proba(X).argmax(-1)]
 
 
 def test_torch_probe_agrees_with_scikit_learn_logistic_regression():

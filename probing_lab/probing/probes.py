@@ -5,8 +5,7 @@
 ``rank``-dimensional bottleneck), with weight decay, a seed, and early stopping on dev accuracy
 (the learning rate decays on a plateau). ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with
 ``mix=True``: a scalar mix (``gamma * softmax(w)``) learned with the probe. Features are
-standardised with the training mean and deviation. :class:`TorchLinearClassifier` is the same
-probe behind scikit-learn's estimator API. :func:`online_codelength` is Voita & Titov's
+standardised with the training mean and deviation. :func:`online_codelength` is Voita & Titov's
 online-code MDL.
 """
 
@@ -21,7 +20,6 @@ from typing import Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from ..settings import config_from_dict
@@ -292,53 +290,3 @@ def online_codelength(
         bits += float(-np.log2(np.clip(p, 1e-12, 1.0)).sum())
     uniform = n * math.log2(n_classes)
     return {"mdl_bits": bits, "uniform_bits": uniform, "compression": uniform / bits, "blocks": cuts}
-
-
-class TorchLinearClassifier(ClassifierMixin, BaseEstimator):
-    """The torch probe with scikit-learn's estimator API (``fit``/``predict``/``predict_proba``/
-    ``score``, usable in pipelines and cross-validation); early stopping on a held-out tenth."""
-
-    def __init__(
-        self,
-        kind: str = "linear",
-        lr: float = 1e-2,
-        weight_decay: float = 1e-5,
-        epochs: int = 40,
-        batch_size: int = 1024,
-        patience: int = 4,
-        seed: int = 0,
-        validation_fraction: float = 0.1,
-        optimizer: str = "adamw",
-    ):
-        self.kind, self.lr, self.weight_decay, self.epochs, self.optimizer = kind, lr, weight_decay, epochs, optimizer
-        self.batch_size, self.patience, self.seed, self.validation_fraction = (
-            batch_size,
-            patience,
-            seed,
-            validation_fraction,
-        )
-
-    def fit(self, X, y) -> "TorchLinearClassifier":
-        X = np.asarray(X, dtype=np.float32)
-        self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
-        order = np.random.default_rng(self.seed).permutation(len(X))
-        n_val = max(1, int(len(X) * self.validation_fraction))
-        val, tr = order[:n_val], order[n_val:]
-        config = ProbeConfig(
-            kind=self.kind,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            patience=self.patience,
-            seed=self.seed,
-            optimizer=self.optimizer,
-        )
-        self.probe_ = fit_probe(X[tr], codes[tr], X[val], codes[val], len(self.classes_), config)
-        return self
-
-    def predict_proba(self, X) -> np.ndarray:
-        return self.probe_.predict_proba(np.asarray(X, dtype=np.float32))
-
-    def predict(self, X) -> np.ndarray:
-        return self.classes_[self.predict_proba(X).argmax(-1)]
