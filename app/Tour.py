@@ -3,11 +3,6 @@
 Run with ``probing-lab app`` or ``python -m streamlit run app/Tour.py --server.fileWatcherType none``.
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # lab_ui, figures
-
 import figures
 import lab_ui
 import streamlit as st

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,13 +18,9 @@ from typing import Optional
 
 import streamlit as st
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
-if str(_CHECKOUT) not in sys.path:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(_CHECKOUT))
-
-from probing_lab.datasets.wsd import COARSEWSD_WORDS  # noqa: E402, F401 (the Polysemy page's presets)
-from probing_lab.model_loading import load_model, shipped_model_dir  # noqa: E402
-from probing_lab.paths import CANDIDATE_MODEL_DIR, EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR, WORK_DIR  # noqa: E402, F401
+from probing_lab.datasets.wsd import COARSEWSD_WORDS  # noqa: F401 (the Polysemy page's presets)
+from probing_lab.model_loading import load_model, shipped_model_dir
+from probing_lab.paths import CANDIDATE_MODEL_DIR, EARLY_MODEL_DIR, REPO_ROOT, SHIPPED_MODEL_DIR, WORK_DIR  # noqa: F401
 
 ROOT = REPO_ROOT  # the pages read probes/ and runs/ under it
 MODEL_ENV = "PROBING_LAB_MODEL"  # set by `probing-lab app --model ...` (app/launch.py)

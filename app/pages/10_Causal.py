@@ -2,11 +2,6 @@
 or on a construction of the agreement set, and the shipped model's committed causal runs (amnesic
 probing, number units, patching heatmaps) from ``causal/results/``."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import json
 
 import figures

@@ -7,11 +7,6 @@ The sentences come from the built-in *bank* set, a CoarseWSD-20 word, typed text
 upload): a line gives the sentence, its target (the 0-based index), the sense (the label) and the word
 (the group); the page shows one group at a time, sampled per sense like CoarseWSD."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import figures
 import lab_ui
 import numpy as np

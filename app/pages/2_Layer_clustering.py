@@ -2,11 +2,6 @@
 of speech, dependency relation, frequency or out-of-vocabulary. Syntax should cluster in L1 more than
 in L0 (spelling only) and L2 (more semantic)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import lab_ui
 import numpy as np
 import pandas as pd

@@ -5,15 +5,11 @@ experiment of ``probes/`` or on the user's own file (a path inside the allowed f
 format and label column chosen from what it holds, the label table shown before the run; the run is
 ``probing-lab probe --data FILE --format FMT``, and is listed with the user's runs when it is done)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import dataclasses
 import os
 import shutil
 import time
+from pathlib import Path
 
 import lab_ui
 import own_file

@@ -1,11 +1,6 @@
 """Sentence explorer: cosine similarity between every pair of tokens of your text, per layer, and the
 nearest other tokens of any one token. L0 only links identical spellings; L1/L2 link by context."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import figures
 import lab_ui
 import numpy as np

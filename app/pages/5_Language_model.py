@@ -1,11 +1,6 @@
 """Language model: ELMo is two language models. Per word, how surprised each direction is and what it
 expected instead; the sentence's perplexity per direction; and subject-verb agreement minimal pairs."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import math
 
 import figures

@@ -2,11 +2,6 @@
 across the layers and direction halves of the current model, or against another model; and how
 contextual each layer is (self-similarity and anisotropy, Ethayarajh 2019)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import lab_ui
 import numpy as np
 import plotly.graph_objects as go

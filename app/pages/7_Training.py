@@ -2,11 +2,6 @@
 run, a quick word-sense metric and a quick part-of-speech probe per layer, next to the heldout
 perplexity, against the tokens the model has read (Saphra & Lopez 2019: syntax settles early)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import lab_ui
 import streamlit as st
 from plotly.subplots import make_subplots

@@ -3,10 +3,7 @@ the layer structure is there after 5% of training), a random-init model (the bas
 or a released ELMo (``options.json`` + ``weights.hdf5`` as AllenNLP published them)."""
 
 import json
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lab_ui
 import streamlit as st

@@ -5,10 +5,7 @@ weights (decodable vs useful). The data shaping is ``probing_lab.transfer.report
 ``probing_lab.transfer.plots``; runs are found under ``transfer/results/`` (committed) and
 ``runs/transfer/`` (or the folders of ``$PROBING_LAB_TRANSFER_RUNS``)."""
 
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lab_ui
 import streamlit as st
