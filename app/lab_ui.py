@@ -265,6 +265,14 @@ def limit_text(text: str, limit: int = MAX_CHARS) -> tuple[str, Optional[str]]:
     return cut, f"The text was {len(text):,} characters long; only the first {len(cut):,} are used."
 
 
+def cut_text(text: str, limit: int = MAX_CHARS) -> str:
+    """:func:`limit_text` that says on the page when it cut (nothing is cut silently)."""
+    text, note = limit_text(text, limit)
+    if note:
+        st.info(note)
+    return text
+
+
 # --- paths typed by the user (the app as a server) ----------------------------------------------
 
 

@@ -431,6 +431,16 @@ def test_lm_page_scores_each_direction_and_runs_the_agreement_test(tmp_path, mon
     assert "Type a sentence" in texts(ok(at).warning)
 
 
+def test_pages_say_when_they_cut_typed_text(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROBING_LAB_MODEL", str(_tiny_lm_dir(tmp_path / "lm")))
+    at = ok(run("lm"))
+    at.text_input(key="lm_text").input("the keys are on the table . " * 60).run()  # 1,680 characters
+    assert "only the first" in texts(ok(at).info)
+    at = ok(run("causal"))
+    at.text_input(key="clean").input("the author laughs " * 40).run()
+    assert "only the first" in texts(ok(at).info)
+
+
 def test_lm_page_says_when_a_model_has_no_softmax(tmp_path, monkeypatch):
     from conftest import TINY_MODEL
 

@@ -75,8 +75,8 @@ if lm is not None:
     direction = st.radio("Language model", ["forward", "backward"], horizontal=True, key="direction")
     if source == "Type a pair":
         c1, c2 = st.columns(2)
-        clean = tokenize(lab_ui.limit_text(c1.text_input("Clean sentence", CLEAN, key="clean"), 500)[0])
-        corrupt = tokenize(lab_ui.limit_text(c2.text_input("Corrupt sentence", CORRUPT, key="corrupt"), 500)[0])
+        clean = tokenize(lab_ui.cut_text(c1.text_input("Clean sentence", CLEAN, key="clean"), 500))
+        corrupt = tokenize(lab_ui.cut_text(c2.text_input("Corrupt sentence", CORRUPT, key="corrupt"), 500))
         if not clean or not corrupt:
             st.warning("Type both sentences.")
         elif len(clean) > MAX_TOKENS:

@@ -46,7 +46,7 @@ except Exception as e:  # noqa: BLE001 - every load failure becomes a message
     st.stop()
 
 text = st.text_input("A sentence", DEFAULT, key="lm_text")
-tokens = tokenize(lab_ui.limit_text(text, 1000)[0])
+tokens = tokenize(lab_ui.cut_text(text, 1000))
 if not tokens:
     st.warning("Type a sentence to score.")
     st.stop()

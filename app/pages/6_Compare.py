@@ -49,7 +49,7 @@ if source == "Your text":
     text = st.text_area(
         "Text", "The bank raised its rates. We sat on the river bank. The rates rose again.", key="cmp_text"
     )
-    sentences = split_and_tokenize(lab_ui.limit_text(text)[0])
+    sentences = split_and_tokenize(lab_ui.cut_text(text))
 else:
     try:
         sentences = [s.words for s in lab_ui.dataset("ewt", "dev")[:n_sentences]]
