@@ -374,12 +374,15 @@ def test_sentence_explorer():
     l0 = frame(at, 0)  # nearest tokens to the first "bank" in L0: the other "bank", cosine 1
     assert "bank" in l0["token"][0] and l0["cosine"][0] == pytest.approx(1.0)
     at.radio(key="heat_layer").set_value("2").run()
-    at.selectbox(key="focus").set_value(0).run()
+    at.selectbox[0].set_value(0).run()
     assert len(charts(ok(at))) == 2
     at.checkbox(key="explorer_halves").check().run()
     assert len(ok(at).dataframe) == 8  # nearest tokens per layer and per half
     at.radio(key="heat_layer").set_value("1b").run()
     assert len(charts(ok(at))) == 2
+    # new text: the token is picked again ("bank" where there is one), not kept by its old position
+    at.text_area(key="text").input("We walked along the river bank .").run()
+    assert at.selectbox[0].value == 5 and "“bank”" in texts(ok(at).subheader)
 
 
 def test_sentence_explorer_bad_input():

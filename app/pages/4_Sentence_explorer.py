@@ -1,6 +1,8 @@
 """Sentence explorer: cosine similarity between every pair of tokens of your text, per layer, and the
 nearest other tokens of any one token. L0 only links identical spellings; L1/L2 link by context."""
 
+import zlib
+
 import figures
 import lab_ui
 import numpy as np
@@ -56,7 +58,7 @@ with lab_ui.friendly_errors("The sentence explorer"):
         range(len(tokens)),
         format_func=lambda i: labels[i],
         index=next((i for i, t in enumerate(tokens) if t.lower() == "bank"), 0),
-        key="focus",
+        key=f"focus-{zlib.crc32(' '.join(tokens).encode())}",  # new text: the token is picked again
     )
     st.plotly_chart(
         figures.similarity_profile(
