@@ -510,6 +510,9 @@ def test_model_page_random_and_checkpoint(tmp_path):
     ok(at)
     assert "Now using random:cpu-tiny (seed 3)" in texts(at.success)
     assert at.session_state["model_spec"].seed == 3
+    # the header and the sidebar name the new model in the same click
+    assert "In use now: **random init cpu-tiny (seed 3)**" in texts(at.markdown)
+    assert "random init cpu-tiny (seed 3)" in texts(at.sidebar.markdown)
 
     model = ElmoBiLM(get_preset("cpu-tiny"))
     model.reset_parameters(torch.Generator().manual_seed(1))

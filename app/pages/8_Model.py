@@ -31,6 +31,9 @@ lab_ui.page(
 )
 current = lab_ui.current_spec()
 st.markdown(f"In use now: **{current.label}**")
+switched = st.session_state.pop("model_switched", None)
+if switched:
+    st.success(switched)
 
 
 def kind_of(spec: lab_ui.ModelSpec) -> str:
@@ -174,8 +177,9 @@ if st.button("Use this model", disabled=spec is None, type="primary", key="use")
         st.error(lab_ui.model_error(spec, e))
     else:
         lab_ui.set_spec(spec)
-        current = spec
-        st.success(f"Now using {bundle.name}. The other pages use it from here on.")
+        # drawn again at once, so that this page's header and the sidebar name the new model
+        st.session_state["model_switched"] = f"Now using {bundle.name}. The other pages use it from here on."
+        st.rerun()
 
 st.subheader("Current model")
 with lab_ui.friendly_errors("The model summary"):
