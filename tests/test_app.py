@@ -328,6 +328,16 @@ def test_probes_compare_models(tmp_path):
     assert "Pick at least one run" in texts(ok(at).warning)
 
 
+def test_probes_warn_of_a_layer_below_its_control_task_and_print_no_dicts(tmp_path):
+    metrics = _metrics("random:cpu-small (seed 0)", [0.8, 0.85, 0.84, 0.85])
+    metrics["layers"]["2"]["control_score"] = 0.9  # L2 below its control task
+    (tmp_path / "pos-low").mkdir()
+    (tmp_path / "pos-low" / "metrics.json").write_text(json.dumps(metrics))
+    at = open_folder(run("probes"), tmp_path)
+    assert "Scoring below the control task: random:cpu-small (seed 0) L2 (0.840 < control 0.900)" in texts(at.warning)
+    assert "Task upos on ewt." in texts(at.caption) and "{" not in texts(at.caption)
+
+
 def test_probes_without_runs(tmp_path):
     at = open_folder(run("probes"), tmp_path / "nowhere")
     assert "No folder" in texts(ok(at).warning)

@@ -15,6 +15,7 @@ import lab_ui
 import own_file
 import streamlit as st
 
+from probing_lab.analysis import layer_label
 from probing_lab.probing.experiment import Experiment, run_experiment
 from probing_lab.probing.own_data import DEFAULT_TASK, FORMAT_TASKS, quick_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
@@ -67,7 +68,10 @@ def new_run_form() -> None:
 def experiment_form(spec) -> None:
     """An experiment of probes/, optionally on fewer training sentences and without the slow baselines."""
     files = sorted((lab_ui.ROOT / "probes").glob("*.toml"))
-    name = st.selectbox("Experiment", [f.stem for f in files], key="new_experiment")
+    names = [f.stem for f in files]
+    name = st.selectbox(
+        "Experiment", names, index=names.index("pos_ewt") if "pos_ewt" in names else 0, key="new_experiment"
+    )
     st.caption(
         f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}. "
         "Extraction and probes take minutes (pos_ewt: about 7 on two cores)."
@@ -310,7 +314,20 @@ with lab_ui.friendly_errors("The probe view"):
     st.plotly_chart(layer_curve_figure(selected), key="probe_curve")
     st.dataframe([row for run in selected for row in run.rows()], hide_index=True)
     first = selected[0]
-    st.caption(f"task {first.task} on {first.dataset} · splits {first.splits}")
+    splits = first.splits if isinstance(first.splits, dict) else {}
+    where = ", ".join(f"{role}: {value}" for role, value in splits.items() if value and value != role)
+    st.caption(f"Task {first.task} on {first.dataset}" + (f" ({where})" if where else "") + ".")
+    below = [
+        f"{run.model} {layer_label(key)} ({e.score:.3f} < control {e.control_score:.3f})"
+        for run in selected
+        for key, e in run.layers.items()
+        if e.control_score is not None and e.score < e.control_score
+    ]
+    if below:
+        st.warning(
+            "Scoring below the control task: " + ", ".join(below) + ". The probe does no better on the real "
+            "labels than on random labels per word type: read that layer's score as memorisation, not structure."
+        )
 
     with_confusion = [n for n in chosen if any(e.confusion for e in runs[n].layers.values())]
     if with_confusion:
