@@ -75,6 +75,20 @@ def vectors_of(model_spec):
     return bundle.name, layer_vectors(lab_ui.spec_key(model_spec), tuple(tuple(s) for s in kept), bundle.embedder)
 
 
+# CKA and the geometry are cached on what they depend on (the models, the sentences, the layers): a second
+# visit with the same inputs is instant
+@st.cache_data(show_spinner="Computing CKA between every pair of layers…", max_entries=16)
+def cka_of(key_a, key_b, sentences, keys, debiased, _a, _b):
+    return cka_matrix({k: _a[k] for k in keys}, {k: _b[k] for k in keys}, debiased=debiased)
+
+
+@st.cache_data(show_spinner="Measuring self-similarity and anisotropy…", max_entries=16)
+def geometry_of(key, sentences, keys, _vectors):
+    words = [w for s in sentences for w in s]
+    sentence_of = [i for i, s in enumerate(sentences) for _ in s]
+    return corpus_geometry({k: _vectors[k] for k in keys}, words, sentence_of)
+
+
 with lab_ui.friendly_errors("The comparison"):
     name_a, a = vectors_of(spec)
     b_spec = others[other]
@@ -85,7 +99,10 @@ with lab_ui.friendly_errors("The comparison"):
     if missing:
         st.warning(f"Layer(s) {missing} are not in both models; they are left out.")
     keys = [k for k in keys if k in a and k in b]
-    rows, cols, M = cka_matrix({k: a[k] for k in keys}, {k: b[k] for k in keys}, debiased=debiased)
+    key_a = lab_ui.spec_key(spec)
+    key_b = key_a if b_spec is None else lab_ui.spec_key(b_spec)
+    sentences = tuple(tuple(s) for s in kept)
+    rows, cols, M = cka_of(key_a, key_b, sentences, tuple(keys), debiased, a, b)
     fig = go.Figure(
         go.Heatmap(
             z=M,
@@ -112,11 +129,9 @@ with lab_ui.friendly_errors("The comparison"):
     )
 
     st.subheader("How contextual is each layer?")
-    words = [w for s in kept for w in s]
-    sentence_of = [i for i, s in enumerate(kept) for _ in s]
     geometry = []
-    for name, vectors in {name_a: a, name_b: b}.items():
-        for row in corpus_geometry({k: vectors[k] for k in keys}, words, sentence_of):
+    for name, key, vectors in ((name_a, key_a, a), (name_b, key_b, b))[: 1 if b_spec is None else 2]:
+        for row in geometry_of(key, sentences, tuple(keys), vectors):
             geometry.append({"model": name, **row, "layer": layer_label(row["layer"])})
     st.dataframe(geometry, hide_index=True)
     st.caption(
