@@ -5,6 +5,7 @@ Run with ``probing-lab app`` or ``python -m streamlit run app/Tour.py --server.f
 
 import figures
 import lab_ui
+import model_choice
 import streamlit as st
 
 from probing_lab.analysis import collect, cosine_matrix, layer_label, sense_baselines, sense_verdict
@@ -50,7 +51,7 @@ for i, (text, sense) in enumerate(BANK):
 
 
 with lab_ui.friendly_errors("The live example"):
-    bundle = lab_ui.get_bundle()
+    bundle = model_choice.get_bundle()
     occ = collect(bundle.embedder, [text for text, _ in BANK], target="bank")
     vectors = occ.vectors  # layer key -> (3, dim): the three "bank"s
     same, different = {}, {}
@@ -84,11 +85,11 @@ st.caption(
     "the sentence's other words (topic alone) and for an untrained model of the same shape."
 )
 with lab_ui.friendly_errors("The sixteen-sentence measure"):
-    spec = lab_ui.current_spec()
-    occ16 = bank_occurrences(lab_ui.spec_key(spec), lab_ui.get_bundle(spec).embedder)
+    spec = model_choice.current_spec()
+    occ16 = bank_occurrences(model_choice.spec_key(spec), model_choice.get_bundle(spec).embedder)
     try:
-        random_spec = lab_ui.random_like(spec)
-        random16 = bank_occurrences(lab_ui.spec_key(random_spec), lab_ui.get_bundle(random_spec).embedder)
+        random_spec = model_choice.random_like(spec)
+        random16 = bank_occurrences(model_choice.spec_key(random_spec), model_choice.get_bundle(random_spec).embedder)
     except ValueError:
         random16 = None  # a released ELMo: no random-init preset of its shape
     table = sense_baselines(occ16, random16)
@@ -115,10 +116,10 @@ st.markdown("\n".join(f"- **{p['name']}**: {p['shows']}" for p in lab_ui.page_in
 
 st.subheader("Model card")
 with lab_ui.friendly_errors("The model card"):
-    bundle = lab_ui.get_bundle()
+    bundle = model_choice.get_bundle()
     st.markdown(f"`{bundle.name}`: {bundle.parameters:,} parameters, layer width {bundle.embedder.dim}.")
     if bundle.card:
-        st.dataframe(lab_ui.card_summary(bundle.card), hide_index=True)
+        st.dataframe(model_choice.card_summary(bundle.card), hide_index=True)
         with st.expander("The whole model card (JSON)"):
             st.json(bundle.card, expanded=False)
     else:

@@ -3,7 +3,7 @@
 Streamlit is started as a child process (``python -m streamlit run app/Tour.py``), headless, on
 127.0.0.1, with the file watcher off (it floods on a large checkout). The model choice travels in
 ``$PROBING_LAB_MODEL``, which the app reads as its default model; ``--allowed-root`` and ``--no-runs``
-travel as ``$PROBING_LAB_ALLOWED_ROOTS`` and ``$PROBING_LAB_NO_RUNS`` (read by ``app/lab_ui.py``).
+travel as ``$PROBING_LAB_ALLOWED_ROOTS`` and ``$PROBING_LAB_NO_RUNS`` (read by ``app/allowed_paths.py``).
 SIGTERM, SIGINT and SIGHUP sent to the launcher are passed on to Streamlit, so stopping the launcher
 stops the server (no orphan left listening). Importing this module needs no Streamlit, so the CLI
 stays fast.
@@ -24,7 +24,7 @@ from typing import Iterable, Optional
 APP_DIR = Path(__file__).resolve().parent
 HOME = APP_DIR / "Tour.py"  # the first page: its file name is its name in the navigation
 MODEL_ENV = "PROBING_LAB_MODEL"
-ALLOWED_ROOTS_ENV = "PROBING_LAB_ALLOWED_ROOTS"  # the same names as in lab_ui.py (which needs Streamlit)
+ALLOWED_ROOTS_ENV = "PROBING_LAB_ALLOWED_ROOTS"  # the same names as in allowed_paths.py (which needs Streamlit)
 NO_RUNS_ENV = "PROBING_LAB_NO_RUNS"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_TIMEOUT_S = 10.0  # after a forwarded signal: how long Streamlit gets before it is killed

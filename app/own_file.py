@@ -1,5 +1,5 @@
 """The user's own labelled file on the Probes and Polysemy pages: where it comes from (a path on the
-server, confined like every path field by :func:`lab_ui.allowed_path`, or an upload), its format,
+server, confined like every path field by :func:`allowed_paths.allowed_path`, or an upload), its format,
 and what it holds (:func:`probing_lab.datasets.summary.summarise_file`), with every bad input (a path
 outside the allowed folders, a missing or empty file, a malformed line, not UTF-8) turned into an
 ``st.error`` that names the problem.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-import lab_ui
+import allowed_paths
 import streamlit as st
 
 from probing_lab.datasets.files import FORMATS
@@ -67,7 +67,7 @@ def pick_file(key: str, kinds: str = "labelled file") -> Optional[Picked]:
             st.info(f"Upload your {kinds} (UTF-8 text).")
             return None
         return Picked(upload.name, data=upload.getvalue(), upload_id=upload.file_id)
-    roots = lab_ui.allowed_roots()
+    roots = allowed_paths.allowed_roots()
     text = st.text_input(
         f"Path of your {kinds} on the server",
         "",
@@ -80,7 +80,7 @@ def pick_file(key: str, kinds: str = "labelled file") -> Optional[Picked]:
         st.info(f"Type the path of your {kinds}, or upload it.")
         return None
     try:
-        path = lab_ui.allowed_path(text)
+        path = allowed_paths.allowed_path(text)
     except ValueError as e:
         st.error(str(e))
         return None

@@ -73,19 +73,20 @@ needs_coarsewsd = pytest.mark.skipif(
 
 def test_limit_text_and_default_model(monkeypatch):
     import lab_ui
+    import model_choice
 
     assert lab_ui.limit_text("short") == ("short", None)
     cut, note = lab_ui.limit_text("word " * 3000, 100)
     assert len(cut) <= 100 and not cut.endswith(" wo") and "15,000 characters" in note
-    assert lab_ui.default_spec() == (lab_ui.ModelSpec(model="random:cpu-tiny"), None)
+    assert model_choice.default_spec() == (model_choice.ModelSpec(model="random:cpu-tiny"), None)
     monkeypatch.delenv("PROBING_LAB_MODEL")
-    spec, note = lab_ui.default_spec()
+    spec, note = model_choice.default_spec()
     from probing_lab.model_loading import shipped_model_dir
 
     if shipped_model_dir() is None:
-        assert spec.model == lab_ui.FALLBACK_MODEL and "randomly initialised" in note
+        assert spec.model == model_choice.FALLBACK_MODEL and "randomly initialised" in note
     else:
-        assert spec == lab_ui.ModelSpec() and note is None
+        assert spec == model_choice.ModelSpec() and note is None
 
 
 # --- Tour -------------------------------------------------------------------------------------
@@ -536,14 +537,14 @@ def test_model_page_random_and_checkpoint(tmp_path):
 
 
 def test_model_page_offers_the_warm_start_only_while_it_is_ahead_of_the_shipped_model(tmp_path, monkeypatch):
-    import lab_ui
+    from probing_lab import paths
 
     shipped, warm = tmp_path / "shipped", tmp_path / "warm"
     shipped.mkdir(), warm.mkdir()
     (shipped / "model_card.json").write_text('{"training": {"step": 100}}')
     (warm / "info.json").write_text('{"step": 100}')  # the shipped model is the warm-start state
-    monkeypatch.setattr(lab_ui, "SHIPPED_MODEL_DIR", shipped)
-    monkeypatch.setattr(lab_ui, "CANDIDATE_MODEL_DIR", warm)
+    monkeypatch.setattr(paths, "SHIPPED_MODEL_DIR", shipped)
+    monkeypatch.setattr(paths, "CANDIDATE_MODEL_DIR", warm)
     options = ok(run("model")).radio(key="kind").options
     assert not any(o.startswith("Next model") for o in options) and "Random init" in options
     (warm / "info.json").write_text('{"step": 250}')  # training went on after the model shipped
@@ -643,7 +644,7 @@ def test_launch_checks_and_command(tmp_path):
 
 
 def test_card_summary_of_a_model_trained_in_stages_gives_the_totals():
-    import lab_ui
+    import model_choice
 
     card = {
         "name": "elmo-lab",
@@ -653,9 +654,9 @@ def test_card_summary_of_a_model_trained_in_stages_gives_the_totals():
             {"stage": 1, "tokens": 8448000, "steps": 3300, "wall_time_s": 156.8, "where": "a GPU"},
         ],
     }
-    rows = {r[""]: r["value"] for r in lab_ui.card_summary(card)}
+    rows = {r[""]: r["value"] for r in model_choice.card_summary(card)}
     assert rows["training steps"] == "9,903" and rows["token positions seen"] == "25,351,680"
     assert rows["training time"] == "5.28 h"
     assert rows["training stages"] == "16,903,680 tokens on a CPU; 8,448,000 tokens on a GPU"
-    single = {r[""]: r["value"] for r in lab_ui.card_summary({"training": {"step": 5, "tokens_seen": 100}})}
+    single = {r[""]: r["value"] for r in model_choice.card_summary({"training": {"step": 5, "tokens_seen": 100}})}
     assert single["training steps"] == "5" and "training stages" not in single

@@ -153,22 +153,24 @@ def test_sigterm_to_the_launcher_stops_streamlit():
 
 
 def test_allowed_path(tmp_path, monkeypatch):
-    import lab_ui
+    import allowed_paths
 
-    assert lab_ui.allowed_path("/etc") == Path("/etc")  # nothing set: any path, as typed
-    assert lab_ui.runs_allowed()
+    from probing_lab import paths
+
+    assert allowed_paths.allowed_path("/etc") == Path("/etc")  # nothing set: any path, as typed
+    assert allowed_paths.runs_allowed()
     monkeypatch.setenv("PROBING_LAB_ALLOWED_ROOTS", os.pathsep.join(["", str(tmp_path), ""]))
     (tmp_path / "inside").mkdir()
     (tmp_path / "escape").symlink_to("/etc")
-    assert lab_ui.allowed_path(f" {tmp_path / 'inside'} ") == (tmp_path / "inside").resolve()
-    assert lab_ui.allowed_path(str(tmp_path)) == tmp_path.resolve()
-    assert lab_ui.allowed_path(str(lab_ui.REPO_ROOT / "probes")) == (lab_ui.REPO_ROOT / "probes").resolve()
+    assert allowed_paths.allowed_path(f" {tmp_path / 'inside'} ") == (tmp_path / "inside").resolve()
+    assert allowed_paths.allowed_path(str(tmp_path)) == tmp_path.resolve()
+    assert allowed_paths.allowed_path(str(paths.REPO_ROOT / "probes")) == (paths.REPO_ROOT / "probes").resolve()
     for outside in ("/etc", tmp_path / "escape", tmp_path / "escape" / "passwd", tmp_path / "inside" / ".." / ".."):
         with pytest.raises(ValueError, match="outside the folders this server allows"):
-            lab_ui.allowed_path(str(outside))
+            allowed_paths.allowed_path(str(outside))
     for value, allowed in (("1", False), ("yes", False), ("0", True), ("", True)):
         monkeypatch.setenv("PROBING_LAB_NO_RUNS", value)
-        assert lab_ui.runs_allowed() is allowed
+        assert allowed_paths.runs_allowed() is allowed
 
 
 def _checkpoint(path: Path) -> Path:

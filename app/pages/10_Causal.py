@@ -6,6 +6,7 @@ import json
 
 import figures
 import lab_ui
+import model_choice
 import streamlit as st
 
 from probing_lab.causal.patching import patch_construction, patch_tokens
@@ -37,14 +38,14 @@ st.markdown(
     "the decision's information lives."
 )
 
-spec = lab_ui.current_spec()
+spec = model_choice.current_spec()
 try:
-    lm = lab_ui.language_model(spec)
+    lm = model_choice.language_model(spec)
 except NoSoftmaxError as e:
     st.info(f"{spec.label} has no language-model softmax: {e}. Patching needs one; the runs below still show.")
     lm = None
 except Exception as e:  # noqa: BLE001 - every load failure becomes a message
-    st.error(lab_ui.model_error(spec, e))
+    st.error(model_choice.model_error(spec, e))
     lm = None
 
 
@@ -99,7 +100,7 @@ if lm is not None:
                 st.warning("Type the contrast word.")
             else:
                 with lab_ui.friendly_errors("Patching"):
-                    r = patched(lab_ui.spec_key(spec), tuple(clean), tuple(corrupt), target, clean[target],
+                    r = patched(model_choice.spec_key(spec), tuple(clean), tuple(corrupt), target, clean[target],
                                 contrast, direction, lm)  # fmt: skip
                     title = f"{direction} LM: logit({clean[target]}) − logit({contrast}) at position {target + 1}"
                     show(r, title, "typed")
@@ -112,7 +113,7 @@ if lm is not None:
         )  # fmt: skip
         n = c2.slider("Pairs (the most common sentence shape)", 1, 40, 10, key="n")
         with lab_ui.friendly_errors("Patching"):
-            r = patched_construction(lab_ui.spec_key(spec), construction, direction, n, lm)
+            r = patched_construction(model_choice.spec_key(spec), construction, direction, n, lm)
             title = f"{direction} LM, {construction.replace('_', ' ')}: mean over {r.pairs} pairs"
             show(r, title, "construction_map")
 

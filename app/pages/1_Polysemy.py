@@ -7,8 +7,10 @@ The sentences come from the built-in *bank* set, a CoarseWSD-20 word, typed text
 upload): a line gives the sentence, its target (the 0-based index), the sense (the label) and the word
 (the group); the page shows one group at a time, sampled per sense like CoarseWSD."""
 
+import data_sets
 import figures
 import lab_ui
+import model_choice
 import numpy as np
 import own_file
 import streamlit as st
@@ -26,6 +28,7 @@ from probing_lab.analysis import (
 from probing_lab.analysis.polysemy import BANK_SENTENCES
 from probing_lab.datasets.files import iter_labelled_file
 from probing_lab.datasets.summary import summarise_file
+from probing_lab.datasets.wsd import COARSEWSD_WORDS
 
 DEFAULT_TYPED = "\n".join(f"{s} | {label}" for s, label in BANK_SENTENCES[:4] + BANK_SENTENCES[8:12])
 BUILTIN = "bank (built-in sentences)"
@@ -66,7 +69,7 @@ def sample_per_sense(tokens, positions, senses, per_sense: int, seed: int):
 
 
 def coarsewsd_sample(word: str, per_sense: int, seed: int):
-    records = lab_ui.dataset("coarsewsd", f"{word}/train")
+    records = data_sets.dataset("coarsewsd", f"{word}/train")
     return sample_per_sense(*labelled_positions(records), per_sense, seed)
 
 
@@ -133,20 +136,20 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
     st.subheader("Is it the word's own vector, or the words around it?")
     random_occ = None
     try:
-        random_spec = lab_ui.random_like(spec)
+        random_spec = model_choice.random_like(spec)
         random_occ = occurrences(
-            lab_ui.spec_key(random_spec),
+            model_choice.spec_key(random_spec),
             tuple(tuple(s) for s in occ.sentences),
             None,
             tuple(occ.labels),
             tuple(occ.positions),
             halves,
-            lab_ui.get_bundle(random_spec).embedder,
+            model_choice.get_bundle(random_spec).embedder,
         )
     except ValueError as e:
         st.caption(f"No random-init baseline: {e}.")
     table = sense_baselines(occ, random_occ)
-    encoder = lab_ui.static_encoder()
+    encoder = model_choice.static_encoder()
     if encoder is not None:  # word2vec: one vector per word form, so its token column is chance by construction
         static_occ = occurrences(
             "word2vec",
@@ -214,7 +217,7 @@ source = st.radio("Sentences", ["Preset", "Type your own", "A wic file"], horizo
 positions = None
 notes = []
 if source == "Preset":
-    choice = st.selectbox("Word", [BUILTIN] + [f"{w} (CoarseWSD-20)" for w in lab_ui.COARSEWSD_WORDS], key="preset")
+    choice = st.selectbox("Word", [BUILTIN] + [f"{w} (CoarseWSD-20)" for w in COARSEWSD_WORDS], key="preset")
     if choice == BUILTIN:
         sentences = [s for s, _ in BANK_SENTENCES]
         labels = [label for _, label in BANK_SENTENCES]
@@ -226,7 +229,7 @@ if source == "Preset":
         seed = c2.number_input("Sample seed", 0, 10_000, 0, key="sample_seed")
         try:
             sentences, positions, labels = coarsewsd_sample(word, per_sense, int(seed))
-        except lab_ui.DataUnavailable as e:
+        except data_sets.DataUnavailable as e:
             st.error(f"CoarseWSD-20 is not available: {e}")
             st.info("The built-in *bank* sentences and typed sentences work without it.")
             st.stop()
@@ -265,11 +268,11 @@ for note in notes:
 method = lab_ui.projection_choice("poly_method")
 halves = lab_ui.halves_toggle("poly_halves")
 
-spec = lab_ui.current_spec()
-bundle = lab_ui.get_bundle(spec)
+spec = model_choice.current_spec()
+bundle = model_choice.get_bundle(spec)
 try:
     occ = occurrences(
-        lab_ui.spec_key(spec),
+        model_choice.spec_key(spec),
         tuple(s if isinstance(s, str) else tuple(s) for s in sentences),
         target or None,
         tuple(labels),

@@ -2,7 +2,9 @@
 of speech, dependency relation, frequency or out-of-vocabulary. Syntax should cluster in L1 more than
 in L0 (spelling only) and L2 (more semantic)."""
 
+import data_sets
 import lab_ui
+import model_choice
 import numpy as np
 import pandas as pd
 import plotly.express as px
@@ -35,8 +37,8 @@ st.markdown(
 )
 
 try:
-    dev = lab_ui.dataset("ewt", "dev")
-except lab_ui.DataUnavailable as e:
+    dev = data_sets.dataset("ewt", "dev")
+except data_sets.DataUnavailable as e:
     st.error(f"UD English-EWT is not available: {e}")
     st.stop()
 
@@ -72,8 +74,8 @@ if not keys_wanted:
 
 sample = sample_sentences(dev, n_sentences, seed)
 try:
-    counts = word_counts(lab_ui.dataset("ewt", "train"))
-except lab_ui.DataUnavailable as e:
+    counts = word_counts(data_sets.dataset("ewt", "train"))
+except data_sets.DataUnavailable as e:
     counts = None
     st.warning(f"EWT train is not available, so frequency and OOV are not measured: {e}")
 table = pd.DataFrame(token_rows(sample, counts))
@@ -90,8 +92,8 @@ if n_tokens < 2:
     st.stop()
 st.caption(f"{len(sample):,} sentences, {n_tokens:,} tokens.")
 
-spec = lab_ui.current_spec()
-bundle = lab_ui.get_bundle(spec)
+spec = model_choice.current_spec()
+bundle = model_choice.get_bundle(spec)
 
 
 @st.cache_data(show_spinner="Embedding the sample…", max_entries=8)
@@ -102,7 +104,7 @@ def sample_vectors(spec_key, n: int, seed: int, sentences, _embedder):
 
 with lab_ui.friendly_errors("The clustering view"):
     vectors = sample_vectors(
-        lab_ui.spec_key(spec), n_sentences, seed, tuple(tuple(s.words) for s in sample), bundle.embedder
+        model_choice.spec_key(spec), n_sentences, seed, tuple(tuple(s.words) for s in sample), bundle.embedder
     )
     shown = table[keep].reset_index(drop=True)
     column = COLOURS[colour_label]

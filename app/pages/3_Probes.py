@@ -11,19 +11,22 @@ import shutil
 import time
 from pathlib import Path
 
+import allowed_paths
 import lab_ui
+import model_choice
 import own_file
 import streamlit as st
 
+from probing_lab import paths
 from probing_lab.analysis import layer_label
 from probing_lab.probing.experiment import Experiment, run_experiment
 from probing_lab.probing.own_data import DEFAULT_TASK, FORMAT_TASKS, quick_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
 from probing_lab.probing.runs import ProbeRun
 
-SHIPPED_RESULTS = lab_ui.ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
+SHIPPED_RESULTS = paths.REPO_ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
 # where `probing-lab probe` writes by default (run from the checkout); $PROBING_LAB_RUNS moves it
-USER_RUNS = Path(os.environ.get("PROBING_LAB_RUNS") or lab_ui.WORK_DIR / "runs" / "probes")
+USER_RUNS = Path(os.environ.get("PROBING_LAB_RUNS") or paths.WORK_DIR / "runs" / "probes")
 SOURCES = {
     "Results shipped with the lab": SHIPPED_RESULTS,
     "Your runs (runs/probes)": USER_RUNS,
@@ -50,7 +53,7 @@ st.markdown(
 def new_run_form() -> None:
     """Start a run on the model chosen on the Model page, with a progress bar: an experiment of probes/
     or a probe on the user's own file."""
-    spec = lab_ui.current_spec()
+    spec = model_choice.current_spec()
     with st.expander("Start a new probe run"):
         if spec.options:
             st.info(
@@ -67,7 +70,7 @@ def new_run_form() -> None:
 
 def experiment_form(spec) -> None:
     """An experiment of probes/, optionally on fewer training sentences and without the slow baselines."""
-    files = sorted((lab_ui.ROOT / "probes").glob("*.toml"))
+    files = sorted((paths.REPO_ROOT / "probes").glob("*.toml"))
     names = [f.stem for f in files]
     name = st.selectbox(
         "Experiment", names, index=names.index("pos_ewt") if "pos_ewt" in names else 0, key="new_experiment"
@@ -90,7 +93,7 @@ def experiment_form(spec) -> None:
     if not st.button("Run", key="start_run"):
         return
     try:
-        exp = Experiment.load(lab_ui.ROOT / "probes" / f"{name}.toml")
+        exp = Experiment.load(paths.REPO_ROOT / "probes" / f"{name}.toml")
     except ValueError as e:
         st.error(str(e))
         return
@@ -243,7 +246,7 @@ def own_file_form(spec) -> None:
     st.session_state.pop("confusion_run", None)
 
 
-if lab_ui.runs_allowed():
+if allowed_paths.runs_allowed():
     new_run_form()
 else:
     st.info(
@@ -259,7 +262,7 @@ if SOURCES[source] is None:
         help="Where `probing-lab probe` wrote its run directories (each has a metrics.json).",
     )
     try:
-        root = lab_ui.allowed_path(folder)  # confined to $PROBING_LAB_ALLOWED_ROOTS when that is set
+        root = allowed_paths.allowed_path(folder)  # confined to $PROBING_LAB_ALLOWED_ROOTS when that is set
     except ValueError as e:
         st.error(str(e))
         st.stop()

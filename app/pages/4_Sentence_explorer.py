@@ -5,6 +5,7 @@ import zlib
 
 import figures
 import lab_ui
+import model_choice
 import numpy as np
 import streamlit as st
 
@@ -37,8 +38,8 @@ if len(tokens) > MAX_TOKENS:
     sentences = kept
     tokens = [t for s in sentences for t in s]
 
-spec = lab_ui.current_spec()
-bundle = lab_ui.get_bundle(spec)
+spec = model_choice.current_spec()
+bundle = model_choice.get_bundle(spec)
 
 
 halves = lab_ui.halves_toggle("explorer_halves")
@@ -50,7 +51,7 @@ def text_vectors(spec_key, sentences, halves, _embedder):
 
 
 with lab_ui.friendly_errors("The sentence explorer"):
-    layers = text_vectors(lab_ui.spec_key(spec), tuple(tuple(s) for s in sentences), halves, bundle.embedder)
+    layers = text_vectors(model_choice.spec_key(spec), tuple(tuple(s) for s in sentences), halves, bundle.embedder)
     st.caption(f"{len(sentences)} sentence(s), {len(tokens)} tokens; each sentence is embedded on its own.")
     labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
     focus = st.selectbox(

@@ -5,6 +5,7 @@ import math
 
 import figures
 import lab_ui
+import model_choice
 import streamlit as st
 
 from probing_lab.lm.agreement import DESCRIPTIONS, evaluate_agreement, read_pairs
@@ -31,9 +32,9 @@ st.markdown(
     "Surprisal is -log2 P(word): 1 bit is a coin flip, 10 bits is a 1-in-1,000 guess."
 )
 
-spec = lab_ui.current_spec()
+spec = model_choice.current_spec()
 try:
-    lm = lab_ui.language_model(spec)
+    lm = model_choice.language_model(spec)
 except NoSoftmaxError as e:
     st.info(f"{spec.label} has no language-model softmax: {e}")
     st.markdown(
@@ -42,7 +43,7 @@ except NoSoftmaxError as e:
     )
     st.stop()
 except Exception as e:  # noqa: BLE001 - every load failure becomes a message
-    st.error(lab_ui.model_error(spec, e))
+    st.error(model_choice.model_error(spec, e))
     st.stop()
 
 text = st.text_input("A sentence", DEFAULT, key="lm_text")
@@ -62,7 +63,7 @@ def scored(spec_key, tokens, _lm):
 
 
 with lab_ui.friendly_errors("The language-model view"):
-    score, predictions = scored(lab_ui.spec_key(spec), tuple(tokens), lm)
+    score, predictions = scored(model_choice.spec_key(spec), tuple(tokens), lm)
     bits = {
         "forward": [-x / math.log(2) for x in score.forward_logprob],
         "backward": [-x / math.log(2) for x in score.backward_logprob],
@@ -105,7 +106,7 @@ st.dataframe([{"construction": k, "example": v} for k, v in DESCRIPTIONS.items()
 
 
 results = st.session_state.setdefault("agreement_results", {})  # spec key -> accuracy, for this session
-key = lab_ui.spec_key(spec)
+key = model_choice.spec_key(spec)
 if st.button("Evaluate agreement on this model (1,200 pairs, about half a minute)", key="run_agreement"):
     with lab_ui.friendly_errors("The agreement test"):
         bar = st.progress(0.0, text="Scoring 1,200 minimal pairs…")

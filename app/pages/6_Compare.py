@@ -2,11 +2,14 @@
 across the layers and direction halves of the current model, or against another model; and how
 contextual each layer is (self-similarity and anisotropy, Ethayarajh 2019)."""
 
+import data_sets
 import lab_ui
+import model_choice
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from probing_lab import paths
 from probing_lab.analysis import cka_matrix, corpus_geometry, embed_activations, layer_label
 from probing_lab.text import first_sentences, split_and_tokenize
 
@@ -29,10 +32,10 @@ st.markdown(
     "plain CKA when there are few tokens for the width."
 )
 
-spec = lab_ui.current_spec()
-others = {SELF: None, "shipped model": lab_ui.ModelSpec()}
-if lab_ui.EARLY_MODEL_DIR.is_dir():
-    others["early snapshot (5% of training)"] = lab_ui.ModelSpec(model=str(lab_ui.EARLY_MODEL_DIR))
+spec = model_choice.current_spec()
+others = {SELF: None, "shipped model": model_choice.ModelSpec()}
+if paths.EARLY_MODEL_DIR.is_dir():
+    others["early snapshot (5% of training)"] = model_choice.ModelSpec(model=str(paths.EARLY_MODEL_DIR))
 others["random init of the same shape"] = "random"
 c1, c2 = st.columns(2)
 other = c1.selectbox("Compare with", list(others), key="cmp_other")
@@ -52,8 +55,8 @@ if source == "Your text":
     sentences = split_and_tokenize(lab_ui.cut_text(text))
 else:
     try:
-        sentences = [s.words for s in lab_ui.dataset("ewt", "dev")[:n_sentences]]
-    except lab_ui.DataUnavailable as e:
+        sentences = [s.words for s in data_sets.dataset("ewt", "dev")[:n_sentences]]
+    except data_sets.DataUnavailable as e:
         st.error(f"UD English-EWT is not available: {e}. Choose “Your text”.")
         st.stop()
 kept = first_sentences(sentences, MAX_TOKENS)
@@ -71,8 +74,8 @@ def layer_vectors(spec_key, sentences, _embedder):
 
 
 def vectors_of(model_spec):
-    bundle = lab_ui.get_bundle(model_spec)
-    return bundle.name, layer_vectors(lab_ui.spec_key(model_spec), tuple(tuple(s) for s in kept), bundle.embedder)
+    bundle = model_choice.get_bundle(model_spec)
+    return bundle.name, layer_vectors(model_choice.spec_key(model_spec), tuple(tuple(s) for s in kept), bundle.embedder)
 
 
 # CKA and the geometry are cached on what they depend on (the models, the sentences, the layers): a second
@@ -93,14 +96,14 @@ with lab_ui.friendly_errors("The comparison"):
     name_a, a = vectors_of(spec)
     b_spec = others[other]
     if b_spec == "random":  # another seed when the current model is random-init itself
-        b_spec = lab_ui.random_like(spec)
+        b_spec = model_choice.random_like(spec)
     name_b, b = (name_a, a) if b_spec is None else vectors_of(b_spec)
     missing = [k for k in keys if k not in a or k not in b]
     if missing:
         st.warning(f"Layer(s) {missing} are not in both models; they are left out.")
     keys = [k for k in keys if k in a and k in b]
-    key_a = lab_ui.spec_key(spec)
-    key_b = key_a if b_spec is None else lab_ui.spec_key(b_spec)
+    key_a = model_choice.spec_key(spec)
+    key_b = key_a if b_spec is None else model_choice.spec_key(b_spec)
     sentences = tuple(tuple(s) for s in kept)
     rows, cols, M = cka_of(key_a, key_b, sentences, tuple(keys), debiased, a, b)
     fig = go.Figure(

@@ -2,10 +2,12 @@
 run, a quick word-sense metric and a quick part-of-speech probe per layer, next to the heldout
 perplexity, against the tokens the model has read (Saphra & Lopez 2019: syntax settles early)."""
 
+import allowed_paths
 import lab_ui
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from probing_lab import paths
 from probing_lab.probing.curves import read_curves
 
 COLOURS = {"0": "#7f7f7f", "1": "#1f77b4", "2": "#ff7f0e"}
@@ -28,15 +30,15 @@ st.markdown(
 )
 
 sources = {}
-for directory, name in ((lab_ui.SHIPPED_MODEL_DIR, "shipped model"), (lab_ui.EARLY_MODEL_DIR, "early snapshot")):
+for directory, name in ((paths.SHIPPED_MODEL_DIR, "shipped model"), (paths.EARLY_MODEL_DIR, "early snapshot")):
     if (directory / "curves.jsonl").is_file():
         sources[f"{name} ({directory.name})"] = directory / "curves.jsonl"
-for path in sorted((lab_ui.ROOT / "docs" / "curves").glob("*.jsonl")):
+for path in sorted((paths.REPO_ROOT / "docs" / "curves").glob("*.jsonl")):
     sources[f"candidate run: {path.stem}"] = path
 own = st.text_input("Also show a run directory (its curves.jsonl)", "", key="curves_run")
 if own.strip():
     try:
-        sources[f"run: {own.strip()}"] = lab_ui.allowed_path(own)
+        sources[f"run: {own.strip()}"] = allowed_paths.allowed_path(own)
     except ValueError as e:
         st.error(str(e))
 if not sources:

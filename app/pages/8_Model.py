@@ -5,9 +5,12 @@ or a released ELMo (``options.json`` + ``weights.hdf5`` as AllenNLP published th
 import json
 from pathlib import Path
 
+import allowed_paths
 import lab_ui
+import model_choice
 import streamlit as st
 
+from probing_lab import paths
 from probing_lab.elmo import PRESETS
 from probing_lab.model_loading import SHIPPED_MODEL_DIR, shipped_model_dir
 
@@ -29,23 +32,23 @@ lab_ui.page(
         "gives for free."
     ),
 )
-current = lab_ui.current_spec()
+current = model_choice.current_spec()
 st.markdown(f"In use now: **{current.label}**")
 switched = st.session_state.pop("model_switched", None)
 if switched:
     st.success(switched)
 
 
-def kind_of(spec: lab_ui.ModelSpec) -> str:
+def kind_of(spec: model_choice.ModelSpec) -> str:
     if spec.options:
         return RELEASED
     if spec.model is None:
         return SHIPPED
     if spec.model.startswith("random:"):
         return RANDOM
-    if Path(spec.model).resolve() == lab_ui.CANDIDATE_MODEL_DIR.resolve():
+    if Path(spec.model).resolve() == paths.CANDIDATE_MODEL_DIR.resolve():
         return CANDIDATE
-    return EARLY if Path(spec.model).resolve() == lab_ui.EARLY_MODEL_DIR.resolve() else CHECKPOINT
+    return EARLY if Path(spec.model).resolve() == paths.EARLY_MODEL_DIR.resolve() else CHECKPOINT
 
 
 def download_form() -> None:
@@ -76,10 +79,10 @@ def download_form() -> None:
 def candidate_is_ahead() -> bool:
     """The committed warm-start state is worth offering only while it has trained past the shipped model."""
     try:
-        candidate = json.loads((lab_ui.CANDIDATE_MODEL_DIR / "info.json").read_text(encoding="utf-8"))["step"]
+        candidate = json.loads((paths.CANDIDATE_MODEL_DIR / "info.json").read_text(encoding="utf-8"))["step"]
     except (OSError, ValueError, KeyError, TypeError):
-        return lab_ui.CANDIDATE_MODEL_DIR.is_dir()
-    training = (lab_ui.read_card(lab_ui.SHIPPED_MODEL_DIR) or {}).get("training")
+        return paths.CANDIDATE_MODEL_DIR.is_dir()
+    training = (model_choice.read_card(paths.SHIPPED_MODEL_DIR) or {}).get("training")
     return not isinstance(training, dict) or candidate != training.get("step")
 
 
@@ -88,7 +91,7 @@ current_kind = kind_of(current)
 if current_kind not in KINDS:  # the warm-start state, once it is the shipped model
     current_kind = CHECKPOINT
 kind = st.radio("Model", KINDS, index=KINDS.index(current_kind), key="kind")
-spec, problem, refused = None, None, None  # refused: a path outside $PROBING_LAB_ALLOWED_ROOTS (lab_ui.allowed_path)
+spec, problem, refused = None, None, None  # refused: a path outside the allowed folders
 if kind == SHIPPED:
     if shipped_model_dir() is None:
         problem = (
@@ -97,18 +100,18 @@ if kind == SHIPPED:
             "random-init model or a released ELMo."
         )
     else:
-        spec = lab_ui.ModelSpec()
+        spec = model_choice.ModelSpec()
 elif kind == EARLY:
-    if not (lab_ui.EARLY_MODEL_DIR / "model.safetensors").is_file():
-        problem = f"No early snapshot at {lab_ui.EARLY_MODEL_DIR} (it ships together with the trained model)."
+    if not (paths.EARLY_MODEL_DIR / "model.safetensors").is_file():
+        problem = f"No early snapshot at {paths.EARLY_MODEL_DIR} (it ships together with the trained model)."
     else:
-        spec = lab_ui.ModelSpec(model=str(lab_ui.EARLY_MODEL_DIR))
+        spec = model_choice.ModelSpec(model=str(paths.EARLY_MODEL_DIR))
 elif kind == CANDIDATE:
     st.caption(
         "The committed warm-start state of the model in training (see the README and the Training page). It "
         "carries its softmax, so the Language model page works with it."
     )
-    spec = lab_ui.ModelSpec(model=str(lab_ui.CANDIDATE_MODEL_DIR))
+    spec = model_choice.ModelSpec(model=str(paths.CANDIDATE_MODEL_DIR))
 elif kind == RANDOM:
     c1, c2 = st.columns(2)
     names = sorted(PRESETS)
@@ -119,9 +122,9 @@ elif kind == RANDOM:
         "Randomly initialised as bilm-tf does. Its L1/L2 still mix context, so compare it with a trained "
         "model: what a trained model shows beyond this is what training added."
     )
-    spec = lab_ui.ModelSpec(model=f"random:{preset}", seed=seed)
+    spec = model_choice.ModelSpec(model=f"random:{preset}", seed=seed)
 elif kind == RELEASED:
-    if lab_ui.runs_allowed():
+    if allowed_paths.runs_allowed():
         download_form()
     options = st.text_input(
         "options.json", key="options", placeholder="/path/to/elmo_2x4096_512_2048cnn_2xhighway_options.json"
@@ -137,7 +140,7 @@ elif kind == RELEASED:
         problem = "Give both paths."
     else:
         try:
-            paths = [lab_ui.allowed_path(options), lab_ui.allowed_path(weights)]
+            paths = [allowed_paths.allowed_path(options), allowed_paths.allowed_path(weights)]
         except ValueError as e:
             refused = str(e)
         else:
@@ -145,7 +148,7 @@ elif kind == RELEASED:
             if missing:
                 problem = "No such file: " + ", ".join(missing)
             else:
-                spec = lab_ui.ModelSpec(options=str(paths[0]), weights=str(paths[1]))
+                spec = model_choice.ModelSpec(options=str(paths[0]), weights=str(paths[1]))
 else:
     directory = st.text_input(
         "Checkpoint directory",
@@ -156,14 +159,14 @@ else:
         problem = "Give a directory."
     else:
         try:
-            path = lab_ui.allowed_path(directory)
+            path = allowed_paths.allowed_path(directory)
         except ValueError as e:
             refused = str(e)
         else:
             if not path.is_dir():
                 problem = f"No such directory: {directory.strip()}"
             else:
-                spec = lab_ui.ModelSpec(model=str(path))
+                spec = model_choice.ModelSpec(model=str(path))
 
 if refused:
     st.error(refused)
@@ -172,18 +175,18 @@ if problem:
 # `spec is not None` again: a disabled button's click can still reach the server
 if st.button("Use this model", disabled=spec is None, type="primary", key="use") and spec is not None:
     try:
-        bundle = lab_ui.load_bundle(spec)
+        bundle = model_choice.load_bundle(spec)
     except Exception as e:  # noqa: BLE001 - a bad file becomes a message naming it
-        st.error(lab_ui.model_error(spec, e))
+        st.error(model_choice.model_error(spec, e))
     else:
-        lab_ui.set_spec(spec)
+        model_choice.set_spec(spec)
         # drawn again at once, so that this page's header and the sidebar name the new model
         st.session_state["model_switched"] = f"Now using {bundle.name}. The other pages use it from here on."
         st.rerun()
 
 st.subheader("Current model")
 with lab_ui.friendly_errors("The model summary"):
-    bundle = lab_ui.get_bundle(current)
+    bundle = model_choice.get_bundle(current)
     o = bundle.options
     lstm = o.get("lstm", {})
     cnn = o.get("char_cnn", {})
