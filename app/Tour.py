@@ -59,14 +59,18 @@ with lab_ui.friendly_errors("The live example"):
         S = cosine_matrix(V)
         same[key] = float(S[0, 1])
         different[key] = float((S[0, 2] + S[1, 2]) / 2)
-    st.dataframe(
-        {
-            "layer": [layer_label(k) for k in vectors],
-            "A·B same sense": [round(same[k], 4) for k in vectors],
-            "A·C / B·C different senses": [round(different[k], 4) for k in vectors],
-            "gap (same − different)": [round(same[k] - different[k], 4) for k in vectors],
-        },
-        hide_index=True,
+    st.markdown(
+        lab_ui.markdown_table(
+            [
+                {
+                    "layer": layer_label(k),
+                    "A·B same sense": f"{same[k]:.4f}",
+                    "A·C / B·C different senses": f"{different[k]:.4f}",
+                    "gap (same − different)": f"{same[k] - different[k]:+.4f}",
+                }
+                for k in vectors
+            ]
+        )
     )
     st.markdown(
         """
@@ -92,7 +96,7 @@ with lab_ui.friendly_errors("The sixteen-sentence measure"):
         random16 = bank_occurrences(model_choice.spec_key(random_spec), model_choice.get_bundle(random_spec).embedder)
     except ValueError:
         random16 = None  # a released ELMo: no random-init preset of its shape
-    table = sense_baselines(occ16, random16)
+    table = sense_baselines(occ16, random16, linear=False)  # the chart shows 1-NN only
     series = {"this model: the word's vector": "token_nn", "this model: bag of context": "context_nn"}
     if random16 is not None:
         series["random-init model: the word's vector"] = "random_nn"
@@ -119,7 +123,7 @@ with lab_ui.friendly_errors("The model card"):
     bundle = model_choice.get_bundle()
     st.markdown(f"`{bundle.name}`: {bundle.parameters:,} parameters, layer width {bundle.embedder.dim}.")
     if bundle.card:
-        st.dataframe(model_choice.card_summary(bundle.card), hide_index=True)
+        st.markdown(lab_ui.markdown_table(model_choice.card_summary(bundle.card)))
         with st.expander("The whole model card (JSON)"):
             st.json(bundle.card, expanded=False)
     else:

@@ -5,6 +5,7 @@ the projections of the maps. The model choice is in ``model_choice``, the path a
 
 from __future__ import annotations
 
+import re
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -101,8 +102,31 @@ def halves_toggle(key: str) -> bool:
     )
 
 
+def markdown_table(rows: list[dict]) -> str:
+    """Rows (dicts with the same keys) as a Markdown table, every cell escaped so that no text is
+    read as Markdown or HTML. For small tables on pages that must draw fast: ``st.dataframe``
+    loads the interactive grid (a large script in the browser) on first use."""
+    if not rows:
+        return ""
+
+    def cell(value) -> str:
+        text = " ".join(str(value).split())  # no newlines inside a row
+        return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
+
+    head = list(rows[0])
+    lines = ["| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(row.get(k, "")) for k in head) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def fmt(value, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+# Seconds per layer for n points, c * (n / 1000) ** p, measured on ELMo L1 vectors of EWT dev
+# (1,226 and 5,034 tokens) on the 2-core machine; UMAP's numba compilation, once per process, apart.
+PROJECTION_COST = {"umap": (1.4, 2.0), "tsne": (2.9, 1.0)}
+UMAP_COMPILE_S = 10
 
 
 def projection_choice(key: str) -> str:
@@ -113,9 +137,26 @@ def projection_choice(key: str) -> str:
         horizontal=True,
         key=key,
         help="PCA is linear and exact; UMAP/t-SNE show neighbourhoods but distort distances. "
-        "UMAP's first use in a session compiles numba code (about a minute).",
+        f"UMAP's first use in a process compiles numba code (about {UMAP_COMPILE_S} s).",
     )
     return {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}[label]
+
+
+def projection_time_note(n_points: int, n_maps: int) -> str:
+    """What UMAP and t-SNE will cost for ``n_maps`` maps of ``n_points`` each, said before the user picks
+    them (PCA is well under a second)."""
+    from probing_lab.analysis import umap_is_warm
+
+    def seconds(method: str) -> float:
+        c, p = PROJECTION_COST[method]
+        return n_maps * c * (n_points / 1000) ** p
+
+    umap = seconds("umap") + (0 if umap_is_warm() else UMAP_COMPILE_S)
+    return (
+        f"For {n_maps} map(s) of {n_points:,} points: PCA under a second, UMAP about {umap:,.0f} s"
+        f"{'' if umap_is_warm() else ' (with its one-off compilation)'}, t-SNE about {seconds('tsne'):,.0f} s; "
+        "each is computed once, then reused when only the colouring changes."
+    )
 
 
 @st.cache_resource(show_spinner=False)

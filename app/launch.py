@@ -1,6 +1,7 @@
 """Start the Streamlit app: the function behind ``probing-lab app``.
 
-Streamlit is started as a child process (``python -m streamlit run app/Tour.py``), headless, on
+Streamlit is started as a child process (``python app/serve.py run app/Tour.py``: Streamlit's command
+line with the heavy imports started at once, see ``serve.py``), headless, on
 127.0.0.1, with the file watcher off (it floods on a large checkout). The model choice travels in
 ``$PROBING_LAB_MODEL``, which the app reads as its default model; ``--allowed-root`` and ``--no-runs``
 travel as ``$PROBING_LAB_ALLOWED_ROOTS`` and ``$PROBING_LAB_NO_RUNS`` (read by ``app/allowed_paths.py``).
@@ -122,8 +123,7 @@ def wait_until_healthy(url: str, process: subprocess.Popen, timeout_s: float = 1
 def streamlit_command(port: int) -> list[str]:
     return [
         sys.executable,
-        "-m",
-        "streamlit",
+        str(APP_DIR / "serve.py"),
         "run",
         str(HOME),
         "--server.headless",

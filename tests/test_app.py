@@ -53,6 +53,28 @@ def frame(at: AppTest, i: int = 0):
     return at.dataframe[i].value
 
 
+def markdown_table(at: AppTest, i: int = 0):
+    """The i-th table drawn with ``lab_ui.markdown_table``, as a DataFrame (numbers as floats)."""
+    import re
+
+    import pandas as pd
+
+    tables = [m.value for m in at.markdown if m.value.startswith("| ") and "\n|---|" in m.value]
+    lines = tables[i].split("\n")
+
+    def cells(line):
+        parts = re.split(r"(?<!\\)\|", line)[1:-1]
+        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in parts]
+
+    def number(text):
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+    return pd.DataFrame([[number(c) for c in cells(line)] for line in lines[2:]], columns=cells(lines[0]))
+
+
 def have(*parts: str) -> bool:
     from probing_lab.datasets import resolve_data_dir
 
@@ -94,7 +116,7 @@ def test_limit_text_and_default_model(monkeypatch):
 
 def test_home_tour_bank_example():
     at = ok(run("home"))
-    table = frame(at)
+    table = markdown_table(at)
     assert list(table["layer"]) == ["L0", "L1", "L2", "mean"]
     assert table["A·B same sense"][0] == pytest.approx(1.0) and table["A·C / B·C different senses"][0] == pytest.approx(
         1.0
@@ -113,13 +135,13 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
         assert "randomly initialised" in texts(at.warning)
     assert len(charts(at)) == 1
     if shipped_model_dir() is not None:  # the lab's own model: a verdict measured on 16 sentences, and its card
-        table = frame(at)
+        table = markdown_table(at)
         assert list(table["gap (same − different)"]) == pytest.approx(
             list(table["A·B same sense"] - table["A·C / B·C different senses"]), abs=2e-4
         )
         verdict = next(t for t in texts(at.markdown).split("\n") if "**Verdict.**" in t)
         assert "Best upper layer L" in verdict and "chance 0.47" in verdict and "random-init model" in verdict
-        card = dict(zip(frame(at, 1)[""], frame(at, 1)["value"]))
+        card = dict(zip(markdown_table(at, 1)[""], markdown_table(at, 1)["value"]))
         assert card["name"] == "elmo-lab" and "/" in card["heldout perplexity (forward / backward)"]
 
 
@@ -631,7 +653,7 @@ def test_launch_checks_and_command(tmp_path):
     assert "no model.safetensors" in launch.check_model(str(tmp_path))
     assert launch.run_app(0, "random:nope") == 2
     cmd = launch.streamlit_command(8599)
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("Tour.py")
+    assert cmd[1].endswith("serve.py") and cmd[2] == "run" and cmd[3].endswith("Tour.py")
     for flag, value in (
         ("--server.headless", "true"),
         ("--server.fileWatcherType", "none"),

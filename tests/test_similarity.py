@@ -45,6 +45,30 @@ def test_cka_agrees_with_the_direct_formula():
     assert linear_cka(A, B) == pytest.approx(direct_cka(A, B), rel=1e-10)
 
 
+def gram_debiased_cka(X, Y):
+    """Debiased CKA from the (n, n) Gram matrices, as Nguyen et al. (2021) write it: the reference
+    for the feature-space computation in the library."""
+
+    def hsic(K, L):
+        n = K.shape[0]
+        K, L = K.copy(), L.copy()
+        np.fill_diagonal(K, 0.0)
+        np.fill_diagonal(L, 0.0)
+        KL = K @ L
+        return (np.trace(KL) + K.sum() * L.sum() / ((n - 1) * (n - 2)) - 2.0 * KL.sum() / (n - 2)) / (n * (n - 3))
+
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    K, L = Xc @ Xc.T, Yc @ Yc.T
+    return hsic(K, L) / np.sqrt(hsic(K, K) * hsic(L, L))
+
+
+@pytest.mark.parametrize("n", [4, 7, 60])
+def test_debiased_cka_from_features_equals_the_gram_formula(n):
+    A, B = RNG.normal(size=(n, 9)), RNG.normal(size=(n, 4))
+    B = B + 0.5 * A[:, :4]
+    assert linear_cka(A, B, debiased=True) == pytest.approx(gram_debiased_cka(A, B), rel=1e-9)
+
+
 def test_cka_bad_input_is_named():
     with pytest.raises(ValueError, match="same n tokens"):
         linear_cka(X, X[:10])

@@ -31,7 +31,6 @@ lab_ui.page(
     ),
     tries="colour by part of speech and compare L0, L1 and L2: syntax should cluster most in L1.",
 )
-lab_ui.warm_umap_in_background()  # PCA is shown at once; UMAP compiles meanwhile
 st.markdown(
     "Tokens of a random sample of EWT dev sentences, one map per layer. Hover a point to see the token in its sentence."
 )
@@ -90,7 +89,9 @@ if n_tokens > MAX_TOKENS[method]:
 if n_tokens < 2:
     st.warning("The sample has fewer than two tokens to show; take more sentences.")
     st.stop()
-st.caption(f"{len(sample):,} sentences, {n_tokens:,} tokens.")
+st.caption(
+    f"{len(sample):,} sentences, {n_tokens:,} tokens. " + lab_ui.projection_time_note(n_tokens, len(keys_wanted))
+)
 
 spec = model_choice.current_spec()
 bundle = model_choice.get_bundle(spec)
@@ -194,3 +195,7 @@ with lab_ui.friendly_errors("The clustering view"):
             "Frequency and OOV are counted in EWT train (lower-cased). ELMo reads characters, so an "
             "“OOV” word still gets a vector: these are the words its type layer has least evidence for."
         )
+
+# UMAP's compilation (about 10 s of CPU) starts once the page is drawn, not before: on 2 cores it
+# would double the first draw; by the time a user picks UMAP it is usually done.
+lab_ui.warm_umap_in_background()

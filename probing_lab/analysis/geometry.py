@@ -180,9 +180,10 @@ def supervised_2d(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0
     return pca_2d(scores)
 
 
-def separation(X: np.ndarray, labels: Sequence, baseline: Optional[float] = None) -> dict:
+def separation(X: np.ndarray, labels: Sequence, baseline: Optional[float] = None, linear: bool = True) -> dict:
     """Every per-layer number the Polysemy page shows for one word's occurrences ``(n, dim)``.
-    ``baseline`` is :func:`random_pair_cosine` of the same layer (None: not reported)."""
+    ``baseline`` is :func:`random_pair_cosine` of the same layer (None: not reported); ``linear=False``
+    skips the cross-validated classifier (the slow part; ``linear_accuracy`` is then None)."""
     accuracy, chance = loo_nn_accuracy(X, labels)
     within, between = sense_similarities(X, labels)
     self_sim = self_similarity(X)
@@ -190,7 +191,7 @@ def separation(X: np.ndarray, labels: Sequence, baseline: Optional[float] = None
         "silhouette": silhouette_cosine(X, labels),
         "nn_accuracy": accuracy,
         "nn_chance": chance,
-        "linear_accuracy": linear_cv_accuracy(X, labels),
+        "linear_accuracy": linear_cv_accuracy(X, labels) if linear else None,
         "within_sense": within,
         "between_senses": between,
         "self_similarity": self_sim,

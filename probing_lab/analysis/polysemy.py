@@ -126,12 +126,12 @@ class Occurrences:
     def labelled(self) -> bool:
         return all(label is not None for label in self.labels) and len(set(self.labels)) >= 2
 
-    def separation(self, context: bool = False) -> dict:
+    def separation(self, context: bool = False, linear: bool = True) -> dict:
         """layer key -> :func:`probing_lab.analysis.geometry.separation` numbers of the target's
-        vectors (``context``: of the bag-of-context vectors)."""
+        vectors (``context``: of the bag-of-context vectors; ``linear=False``: no classifier)."""
         labels = self.labels if all(label is not None for label in self.labels) else ["?"] * self.n
         vectors = self.context_vectors if context else self.vectors
-        return {k: separation(vectors[k], labels, self.baselines.get(k)) for k in self.keys}
+        return {k: separation(vectors[k], labels, self.baselines.get(k), linear) for k in self.keys}
 
     def context(self, i: int, marker: tuple[str, str] = ("[", "]"), window: Optional[int] = None) -> str:
         """Kept sentence i as text with the target marked (hover text, tables); ``window`` keeps
@@ -215,13 +215,14 @@ def labelled_positions(records) -> tuple[list[list[str]], list[Optional[int]], l
     return token_lists, positions, senses
 
 
-def sense_baselines(occ: Occurrences, random_occ: Optional[Occurrences] = None) -> dict:
+def sense_baselines(occ: Occurrences, random_occ: Optional[Occurrences] = None, linear: bool = True) -> dict:
     """layer key -> how well the senses separate, by 1-NN (leave one out) and by a cross-validated
     linear classifier, for the target's own vector (``token``), the mean of the sentence's other
     words (``context``) and the same target in a random-init model (``random``, when given), with
-    the 1-NN chance rate. What the contextual vector adds is token against the other two."""
-    token, context = occ.separation(), occ.separation(context=True)
-    rand = random_occ.separation() if random_occ is not None else {}
+    the 1-NN chance rate. What the contextual vector adds is token against the other two.
+    ``linear=False`` leaves the classifier out (its accuracies None): 1-NN alone is instant."""
+    token, context = occ.separation(linear=linear), occ.separation(context=True, linear=linear)
+    rand = random_occ.separation(linear=linear) if random_occ is not None else {}
     out = {}
     for k in occ.keys:
         row = {"chance": token[k]["nn_chance"]}

@@ -17,20 +17,19 @@ import numpy as np
 from .geometry import random_pair_cosine, self_similarity
 
 
-def _centered_gram(X: np.ndarray) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    X = X - X.mean(axis=0, keepdims=True)
-    return X @ X.T
-
-
-def _hsic_debiased(K: np.ndarray, L: np.ndarray) -> float:
-    """The unbiased HSIC estimator (Song et al. 2012) used by debiased CKA (Nguyen et al. 2021)."""
-    n = K.shape[0]
-    K, L = K.copy(), L.copy()
-    np.fill_diagonal(K, 0.0)
-    np.fill_diagonal(L, 0.0)
-    KL = K @ L
-    return float((np.trace(KL) + K.sum() * L.sum() / ((n - 1) * (n - 2)) - 2.0 * KL.sum() / (n - 2)) / (n * (n - 3)))
+def _hsic_debiased(X: np.ndarray, Y: np.ndarray) -> float:
+    """The unbiased HSIC estimator (Song et al. 2012) of the linear kernels ``K = X X^T`` and
+    ``L = Y Y^T`` (rows: tokens), as used by debiased CKA (Nguyen et al. 2021). Computed from the
+    features, never forming the (n, n) Gram matrices: with ``K~`` = ``K`` with a zero diagonal,
+    ``tr(K~ L~) = ||X^T Y||_F^2 - sum_i K_ii L_ii`` and ``K~ 1 = X (X^T 1) - diag(K)``, so the cost is
+    O(n p q), not O(n^2 (p + q)) (7 s -> 0.1 s for 3 x 3 layers of 2,300 tokens)."""
+    n = X.shape[0]
+    k, l_ = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", Y, Y)  # the Gram diagonals
+    trace = np.linalg.norm(X.T @ Y) ** 2 - k @ l_
+    k_rows, l_rows = X @ X.sum(0) - k, Y @ Y.sum(0) - l_  # row sums of K~ and L~
+    return float(
+        (trace + k_rows.sum() * l_rows.sum() / ((n - 1) * (n - 2)) - 2.0 * (k_rows @ l_rows) / (n - 2)) / (n * (n - 3))
+    )
 
 
 def linear_cka(X: np.ndarray, Y: np.ndarray, debiased: bool = False) -> float:
@@ -45,11 +44,10 @@ def linear_cka(X: np.ndarray, Y: np.ndarray, debiased: bool = False) -> float:
     n = X.shape[0]
     if n < (4 if debiased else 2):
         raise ValueError(f"CKA needs at least {4 if debiased else 2} tokens, got {n}")
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
     if debiased:
-        K, L = _centered_gram(X), _centered_gram(Y)
-        xy, xx, yy = _hsic_debiased(K, L), _hsic_debiased(K, K), _hsic_debiased(L, L)
+        xy, xx, yy = _hsic_debiased(Xc, Yc), _hsic_debiased(Xc, Xc), _hsic_debiased(Yc, Yc)
     else:
-        Xc, Yc = X - X.mean(0), Y - Y.mean(0)
         xy = np.linalg.norm(Yc.T @ Xc) ** 2
         xx, yy = np.linalg.norm(Xc.T @ Xc), np.linalg.norm(Yc.T @ Yc)
         xx, yy = xx**2, yy**2
