@@ -110,6 +110,7 @@ def open_browser(p):
     browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.add_init_script(WATCH_DOM)
+    page.finished = watch_script_runs(page)
     return browser, page
 
 
@@ -123,29 +124,49 @@ def start_server(root: Path, env: dict, port: int) -> tuple[subprocess.Popen, fl
     return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), t0
 
 
-# Every change to the page's DOM stamps the time; a page is drawn when its title is shown, nothing
-# runs, no spinner is left and nothing has changed for QUIET_MS: its draw time is the last change.
-# (Streamlit shows its "Running" widget only after a delay, so waiting for it alone ends too early.)
+# A page is drawn when the server has said its script run finished (the ``script_finished`` message
+# on the websocket, a successful end: not one cut short by a rerun) and the page's DOM has then been
+# quiet for QUIET_MS: its draw time is the later of the two. Every DOM change stamps the time.
 WATCH_DOM = """
 window.__lastChange = performance.now();
 new MutationObserver(() => { window.__lastChange = performance.now(); })
     .observe(document, {subtree: true, childList: true, characterData: true, attributes: true});
 """
-QUIET_MS = 1500
+QUIET_MS = 1000
 
 
-def drawn(page, title: str, since_ms: float, timeout_ms: int = 180_000) -> float:
-    """Seconds from ``since_ms`` (the page's ``performance.now()``) to the last change of the drawn page."""
-    page.locator("h1", has_text=title).first.wait_for(timeout=timeout_ms)
-    page.wait_for_function(
-        f"""() => performance.now() - window.__lastChange > {QUIET_MS}
-            && !document.querySelector('[data-testid="stSpinner"]')
-            && !(document.querySelector('[data-testid="stStatusWidget"]')
-                 || {{innerText: ''}}).innerText.includes('Running')""",
-        timeout=timeout_ms,
-        polling=100,
-    )
-    return (page.evaluate("window.__lastChange") - since_ms) / 1000
+def watch_script_runs(page) -> list[float]:
+    """``perf_counter`` times at which the server said a script run finished successfully."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    finished: list[float] = []
+
+    def on_frame(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = ForwardMsg.FromString(bytes(payload))
+            if msg.WhichOneof("type") == "script_finished" and msg.script_finished in (
+                ForwardMsg.FINISHED_SUCCESSFULLY,
+                ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
+            ):
+                finished.append(time.perf_counter())
+
+    page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
+    return finished
+
+
+def drawn(page, finished: list[float], title: str, since: float, timeout_s: float = 180.0) -> float:
+    """Seconds from ``since`` (a ``perf_counter`` time) until the page titled ``title`` is drawn."""
+    page.locator("h1", has_text=title).first.wait_for(timeout=timeout_s * 1000)
+    deadline = time.perf_counter() + timeout_s
+    while not any(t > since for t in finished):
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"the page {title!r} did not finish its run in {timeout_s:.0f} s")
+        page.wait_for_timeout(20)
+    page.wait_for_function(f"() => performance.now() - window.__lastChange > {QUIET_MS}", timeout=timeout_s * 1000)
+    # the DOM's clock against perf_counter, read now (the round trip is a few ms)
+    offset = time.perf_counter() - page.evaluate("performance.now()") / 1000
+    last_change = offset + page.evaluate("window.__lastChange") / 1000
+    return max(max(t for t in finished if t > since), last_change) - since
 
 
 def page_titles(root: Path) -> list[tuple[str, str]]:
@@ -182,14 +203,12 @@ def cold_starts(p, root: Path, env: dict, repeats: int) -> dict:
             if not launch.wait_until_healthy(url, server, timeout_s=180):
                 raise SystemExit(f"Streamlit did not come up from {root} (run `probing-lab app` there to see why)")
             times["server up"].append(time.perf_counter() - t0)
-            t_goto = time.perf_counter() - t0  # the page's performance.now() counts from about here
             page.goto(url)
-            page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
-            times["Tour"].append(t_goto + drawn(page, "ELMo probing lab", 0.0))
+            times["Tour"].append(drawn(page, page.finished, "ELMo probing lab", t0))
             for name, title in pages:
-                since = page.evaluate("performance.now()")
+                since = time.perf_counter()
                 page.locator('[data-testid="stSidebarNav"] a', has_text=name).first.click()
-                times.setdefault(name, []).append(drawn(page, title, since))
+                times.setdefault(name, []).append(drawn(page, page.finished, title, since))
             errors += page.locator('[data-testid="stException"]').count()
         finally:
             server.terminate()
@@ -207,7 +226,7 @@ def polysemy_updates(p, env: dict, repeats: int) -> list[float]:
         if not launch.wait_until_healthy(url, server, timeout_s=180):
             raise SystemExit("Streamlit did not come up (run `probing-lab app` to see why)")
         page.goto(f"{url}/Polysemy")
-        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=180_000)  # the preset, first visit
+        page.locator(".js-plotly-plot >> visible=true").nth(1).wait_for(timeout=180_000)  # the preset, first visit
         settle(page)
         page.get_by_text("Type your own").click()
         settle(page)
@@ -218,7 +237,7 @@ def polysemy_updates(p, env: dict, repeats: int) -> list[float]:
             t = time.perf_counter()
             area.press("Control+Enter")
             page.locator(".js-plotly-plot").first.get_by_text(f"river{repeat}").first.wait_for(timeout=120_000)
-            page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+            page.locator(".js-plotly-plot >> visible=true").nth(1).wait_for(timeout=60_000)
             settle(page)
             page.get_by_text("20 occurrences, 2 senses").wait_for(timeout=60_000)
             updates.append(time.perf_counter() - t)
@@ -249,7 +268,12 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     torch.set_num_threads(args.threads)
+    from probing_lab.datasets import resolve_data_dir
+
     base = {"PROBING_LAB_MODEL": args.model, "OMP_NUM_THREADS": str(args.threads)}
+    data_dir, _ = resolve_data_dir()  # a worktree elsewhere would not find ../shared/datasets itself
+    if data_dir is not None:
+        base["PROBING_LAB_DATA"] = str(data_dir)
     results = {}
     with sync_playwright() as p:
         before_root = worktree(args.before) if args.before else None
@@ -263,7 +287,6 @@ def main() -> None:
                 subprocess.run(
                     ["git", "worktree", "remove", "--force", str(before_root)], cwd=ROOT, capture_output=True
                 )
-        updates = [] if args.no_update else polysemy_updates(p, app_env(ROOT, base), args.repeats)
 
     after = results["after"]
     print(f"model {args.model}, {args.threads} threads, median of {args.repeats} cold starts")
@@ -280,8 +303,10 @@ def main() -> None:
         if args.before and results["before"]["median"].get(name):
             row += f"  {now / results['before']['median'][name]:.2f}"
         print(row)
-    print(f"  Streamlit exceptions shown: {after['exceptions']}")
-    if updates:
+    print(f"  Streamlit exceptions shown: {after['exceptions']}", flush=True)
+    if not args.no_update:
+        with sync_playwright() as p:
+            updates = polysemy_updates(p, app_env(ROOT, base), args.repeats)
         library = [library_update(args.model, repeat) for repeat in range(args.repeats)]
         update = statistics.median(updates)
         print(

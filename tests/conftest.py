@@ -66,3 +66,19 @@ def write_vectors(folder: Path, words: list[str], dim: int, seed: int = 0):
     save_file({TENSOR_KEY: matrix}, str(folder / VECTORS_FILE))
     (folder / VOCAB_FILE).write_text("".join(w + "\n" for w in words), encoding="utf-8")
     return matrix
+
+
+def markdown_table(at, i: int = 0):
+    """The i-th table drawn with ``lab_ui.markdown_table``, as a DataFrame of strings."""
+    import re
+
+    import pandas as pd
+
+    tables = [m.value for m in at.markdown if m.value.startswith("| ") and "\n|---|" in m.value]
+    lines = tables[i].split("\n")
+
+    def cells(line):
+        parts = re.split(r"(?<!\\)\|", line)[1:-1]
+        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in parts]
+
+    return pd.DataFrame([cells(line) for line in lines[2:]], columns=cells(lines[0]))

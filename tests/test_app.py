@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import ok, texts  # noqa: E402
+from conftest import markdown_table, ok, texts  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,28 +51,6 @@ def charts(at: AppTest) -> list:
 
 def frame(at: AppTest, i: int = 0):
     return at.dataframe[i].value
-
-
-def markdown_table(at: AppTest, i: int = 0):
-    """The i-th table drawn with ``lab_ui.markdown_table``, as a DataFrame (numbers as floats)."""
-    import re
-
-    import pandas as pd
-
-    tables = [m.value for m in at.markdown if m.value.startswith("| ") and "\n|---|" in m.value]
-    lines = tables[i].split("\n")
-
-    def cells(line):
-        parts = re.split(r"(?<!\\)\|", line)[1:-1]
-        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in parts]
-
-    def number(text):
-        try:
-            return float(text)
-        except ValueError:
-            return text
-
-    return pd.DataFrame([[number(c) for c in cells(line)] for line in lines[2:]], columns=cells(lines[0]))
 
 
 def have(*parts: str) -> bool:
@@ -117,6 +95,7 @@ def test_limit_text_and_default_model(monkeypatch):
 def test_home_tour_bank_example():
     at = ok(run("home"))
     table = markdown_table(at)
+    table[table.columns[1:]] = table[table.columns[1:]].astype(float)
     assert list(table["layer"]) == ["L0", "L1", "L2", "mean"]
     assert table["A·B same sense"][0] == pytest.approx(1.0) and table["A·C / B·C different senses"][0] == pytest.approx(
         1.0
@@ -136,6 +115,7 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
     assert len(charts(at)) == 1
     if shipped_model_dir() is not None:  # the lab's own model: a verdict measured on 16 sentences, and its card
         table = markdown_table(at)
+        table[table.columns[1:]] = table[table.columns[1:]].astype(float)
         assert list(table["gap (same − different)"]) == pytest.approx(
             list(table["A·B same sense"] - table["A·C / B·C different senses"]), abs=2e-4
         )
@@ -150,7 +130,7 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
 
 def test_polysemy_builtin_bank():
     at = ok(run("polysemy"))
-    table = frame(at)
+    table = markdown_table(at)
     assert list(table["layer"]) == ["L0", "L1", "L2", "mean"]
     l0 = table.iloc[0]
     assert l0["self-similarity"] == "1.000" and l0["silhouette (cosine)"] in ("0.000", "-0.000")
@@ -159,7 +139,7 @@ def test_polysemy_builtin_bank():
     assert len(charts(at)) == 3 and "16 occurrences, 2 senses" in texts(at.subheader)
     assert "Why L0 collapses" in texts(at.markdown)
     # the sense baselines: the word's own vector against the bag of context and a random-init model
-    baselines = frame(at, 1).set_index("layer")
+    baselines = markdown_table(at, 1).set_index("layer")
     assert list(baselines.columns[:6]) == [
         "1-NN: token",
         "1-NN: bag of context",
@@ -181,7 +161,7 @@ def test_polysemy_builtin_bank():
     at.radio(key="poly_method").set_value("t-SNE").run()
     assert len(charts(ok(at))) == 3 and "TSNE per layer" in str(charts(at)[0].proto.spec)
     at.checkbox(key="poly_halves").check().run()
-    halves = frame(ok(at))
+    halves = markdown_table(ok(at))
     assert list(halves["layer"]) == ["L0", "L1", "L1 forward", "L1 backward", "L2", "L2 forward", "L2 backward", "mean"]
 
 
@@ -191,7 +171,7 @@ def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
     if shipped_model_dir() is None:
         pytest.skip("the shipped model is not in this checkout")
     monkeypatch.delenv("PROBING_LAB_MODEL")
-    table = frame(ok(run("polysemy"))).set_index("layer")
+    table = markdown_table(ok(run("polysemy"))).set_index("layer")
     chance = float(table.loc["L0", "chance"])
     assert float(table.loc["L0", "1-NN sense accuracy (LOO)"]) == pytest.approx(chance)  # one vector per spelling
     for layer in ("L1", "L2"):  # the trained layers pull the 8 money and the 8 river contexts apart
@@ -234,7 +214,7 @@ def test_polysemy_unlabelled_and_long_text():
     ok(at)
     assert "only the first" in texts(at.info)
     assert "Without at least two sense labels" in texts(at.info)
-    assert "self-similarity" in frame(at).columns and "silhouette (cosine)" not in frame(at).columns
+    assert "self-similarity" in markdown_table(at).columns and "silhouette (cosine)" not in markdown_table(at).columns
 
 
 @needs_coarsewsd
@@ -256,17 +236,18 @@ def test_clustering_colourings_and_csv():
     at.number_input(key="n_sentences").set_value(15).run()
     ok(at)
     assert len(charts(at)) == 4 and "15 sentences" in texts(at.caption)
+    assert "UMAP about" in texts(at.caption) and "t-SNE about" in texts(at.caption)  # said before it is picked
     for colour in ("dependency relation", "frequency (EWT train)", "OOV (not in EWT train)"):
         at.selectbox(key="colour").select(colour).run()
         ok(at)
         assert len(charts(at)) == 4
     assert at.get("download_button")
-    assert list(frame(at)["layer"]) == ["L0", "L1", "L2", "mean"]
+    assert list(markdown_table(at)["layer"]) == ["L0", "L1", "L2", "mean"]
     at.multiselect(key="layers").set_value(["1"])
     at.checkbox(key="drop_punct").check().run()
     assert len(charts(ok(at))) == 1
     at.multiselect(key="layers").set_value(["1f", "1b"]).run()  # the direction halves of L1
-    assert len(charts(ok(at))) == 2 and list(frame(at)["layer"]) == ["L1 forward", "L1 backward"]
+    assert len(charts(ok(at))) == 2 and list(markdown_table(at)["layer"]) == ["L1 forward", "L1 backward"]
 
 
 @needs_ewt

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import ok, texts  # noqa: E402
+from conftest import markdown_table, ok, texts  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from probing_lab.datasets.records import DatasetFormatError  # noqa: E402
@@ -305,7 +305,7 @@ def test_polysemy_on_a_wic_file_by_path_and_by_upload(tmp_path):
     ok(at)
     assert at.selectbox(key="wic_group").value == "bank"  # the first word with two senses
     assert "16 occurrences, 2 senses" in texts(at.subheader)
-    frame = at.dataframe[0].value
+    frame = markdown_table(at)
     assert list(frame["layer"]) == ["L0", "L1", "L2", "mean"] and frame.iloc[0]["self-similarity"] == "1.000"
     assert len(at.get("plotly_chart")) == 3
     assert "senses.tsv: 18 line(s), 2 word(s)" in texts(at.caption)

@@ -176,7 +176,7 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
             rows[title] = [lab_ui.fmt(table[k][name]) for k in keys]
     majority = max(shown_labels.count(label) for label in set(shown_labels)) / occ.n
     rows["chance (1-NN) / majority"] = [f"{lab_ui.fmt(table[k]['chance'])} / {majority:.3f}" for k in keys]
-    st.dataframe(rows, hide_index=True)
+    st.markdown(lab_ui.markdown_table([dict(zip(rows, values)) for values in zip(*rows.values())]))
     st.markdown(sense_verdict(table))
     st.caption(
         "**token**: the word's own vector in that layer (L0 = its spelling alone, the same in every sentence). "
@@ -314,7 +314,7 @@ with lab_ui.friendly_errors("The polysemy view"):
     rows["self-similarity"] = [lab_ui.fmt(sep[k]["self_similarity"]) for k in occ.keys]
     rows["random-pair baseline"] = [lab_ui.fmt(sep[k]["anisotropy"]) for k in occ.keys]
     rows["self-sim − baseline"] = [lab_ui.fmt(sep[k]["self_similarity_adjusted"]) for k in occ.keys]
-    st.dataframe(rows, hide_index=True)
+    st.markdown(lab_ui.markdown_table([dict(zip(rows, values)) for values in zip(*rows.values())]))
     st.caption(
         "Silhouette: -1..1, above 0 when occurrences are closer to their own sense than to the other. "
         "1-NN accuracy: each occurrence takes the sense of its most similar other occurrence (ties share the "

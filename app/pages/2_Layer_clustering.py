@@ -72,11 +72,12 @@ if not keys_wanted:
     st.stop()
 
 sample = sample_sentences(dev, n_sentences, seed)
-try:
-    counts = word_counts(data_sets.dataset("ewt", "train"))
-except data_sets.DataUnavailable as e:
-    counts = None
-    st.warning(f"EWT train is not available, so frequency and OOV are not measured: {e}")
+counts = None
+if COLOURS[colour_label] in ("frequency", "oov"):  # reading EWT train takes a second: only when asked
+    try:
+        counts = word_counts(data_sets.dataset("ewt", "train"))
+    except data_sets.DataUnavailable as e:
+        st.warning(f"EWT train is not available, so frequency and OOV are not measured: {e}")
 table = pd.DataFrame(token_rows(sample, counts))
 keep = np.ones(len(table), dtype=bool) if not drop_punct else (table["upos"] != PUNCT).to_numpy()
 n_tokens = int(keep.sum())
@@ -109,8 +110,8 @@ with lab_ui.friendly_errors("The clustering view"):
     )
     shown = table[keep].reset_index(drop=True)
     column = COLOURS[colour_label]
-    if column == "oov" and counts is None:
-        st.warning("OOV needs EWT train; colouring by UPOS instead.")
+    if column in ("frequency", "oov") and counts is None:
+        st.warning(f"{colour_label} needs EWT train; colouring by UPOS instead.")
         column = "upos"
     colour_values = shown[column].astype(str)
     order = {"frequency": list(FREQUENCY_BANDS), "oov": ["False", "True"]}.get(column)
@@ -152,7 +153,7 @@ with lab_ui.friendly_errors("The clustering view"):
                 "context": True,
                 "upos": True,
                 "deprel": True,
-                "count": True,
+                "count": counts is not None,
                 column: False,
             },
             title=f"{layer_label(key)} ({method.upper()})",
@@ -169,12 +170,13 @@ with lab_ui.friendly_errors("The clustering view"):
 
     if quality:
         st.subheader(f"How well does each layer group the {colour_label} labels?")
-        st.dataframe(
-            {
-                "layer": [layer_label(k) for k in quality],
-                "silhouette (cosine, full dimension)": [lab_ui.fmt(v) for v in quality.values()],
-            },
-            hide_index=True,
+        st.markdown(
+            lab_ui.markdown_table(
+                [
+                    {"layer": layer_label(k), "silhouette (cosine, full dimension)": lab_ui.fmt(v)}
+                    for k, v in quality.items()
+                ]
+            )
         )
         st.caption(
             "Computed on the vectors themselves, not on the 2-D map; above 0 means tokens are closer to "
