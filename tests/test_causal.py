@@ -31,6 +31,19 @@ def test_inlp_removes_a_planted_linear_property_down_to_the_majority(labels):
     np.testing.assert_allclose(kept @ result.basis.T, 0, atol=1e-4)
 
 
+def test_removing_the_whole_space_leaves_nothing_to_decode():
+    """A property spread over every direction (17 labels in 16 dimensions): INLP removes the whole space, and
+    what is left must not let a probe find the labels again in the rounding residue (the probe standardises
+    its inputs, so a float32 residue of the removed directions, correlated with X, would be read)."""
+    rng = np.random.default_rng(0)
+    X = (30 * rng.normal(size=(3000, 16))).astype(np.float32)
+    y = np.argmax(X @ rng.normal(size=(16, 17)), axis=1)
+    result = inlp(X[:2500], y[:2500], X[2500:], y[2500:], n_labels=17, iterations=10)
+    assert result.accuracy[0] > 0.8 and result.rank == 16
+    assert result.accuracy[-1] <= result.majority + 0.02
+    assert np.abs(project(X, result.basis)).max() < 1e-3
+
+
 def test_a_random_subspace_of_the_same_rank_leaves_the_property():
     X, y, _ = planted()
     basis = random_basis(32, 2, seed=3)

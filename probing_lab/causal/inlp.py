@@ -38,11 +38,14 @@ class INLPResult:
 
 
 def project(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """``X`` with the span of ``basis``'s (orthonormal) rows removed."""
+    """``X`` with the span of ``basis``'s (orthonormal) rows removed. Computed in float64: a float32
+    residue of the removed directions is correlated with ``X``, and a probe that standardises its
+    inputs reads it back (UPOS removed from all 128 dimensions of a half layer still gave 0.34 against a
+    majority of 0.15)."""
     if not len(basis):
         return np.asarray(X, dtype=np.float32)
-    X = np.asarray(X, dtype=np.float32)
-    return X - (X @ basis.T) @ basis
+    X, basis = np.asarray(X, dtype=np.float64), np.asarray(basis, dtype=np.float64)
+    return (X - (X @ basis.T) @ basis).astype(np.float32)
 
 
 def _directions(probe, basis: np.ndarray) -> np.ndarray:
