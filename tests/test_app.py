@@ -438,6 +438,10 @@ def test_lm_page_scores_each_direction_and_runs_the_agreement_test(tmp_path, mon
     at.text_input(key="lm_text").input("The zebras are here .").run()
     assert [m.value for m in ok(at).metric if m.label.startswith("Unknown")] == ["2"]  # zebras, here
     assert "(<UNK>)" in " ".join(frame(at)["token"])
+    expected = " ".join(frame(at)["forward expected"]) + " " + " ".join(frame(at)["backward expected"])
+    assert "<UNK>" not in expected and all(len(e.split(", ")) == 5 for e in frame(at)["forward expected"])
+    at.toggle(key="lm_hide_unk").set_value(False).run()  # the tiny LM's vocabulary: <UNK> is among its guesses
+    assert "<UNK>" in " ".join(frame(ok(at))["forward expected"]) + " ".join(frame(at)["backward expected"])
     at.button(key="run_agreement").click().run()
     ok(at)
     assert len(charts(at)) == 2

@@ -12,6 +12,7 @@ from probing_lab.lm.agreement import DESCRIPTIONS, evaluate_agreement, read_pair
 from probing_lab.lm.language_model import NoSoftmaxError
 from probing_lab.lm.score import predict, score_sentences
 from probing_lab.text import tokenize
+from probing_lab.training.vocab import UNK_TOKEN
 
 MAX_TOKENS = 60  # one sentence; a strip beyond this is unreadable
 DEFAULT = "The keys to the cabinet are on the table ."
@@ -56,10 +57,25 @@ if len(tokens) > MAX_TOKENS:
     tokens = tokens[:MAX_TOKENS]
 
 
+hide_unk = st.toggle(
+    "Leave <UNK> out of the expected words",
+    value=True,
+    key="lm_hide_unk",
+    help="<UNK> is not a word: it stands for every word outside the model's vocabulary at once, so as one class "
+    "it is often the single most probable 'word'. Left out, the next most probable word takes its place.",
+)
+SHOWN = 5  # expected words per direction and position
+
+
 @st.cache_data(show_spinner="Scoring…", max_entries=32)
 def scored(spec_key, tokens, _lm):
     (score,) = score_sentences(_lm, [list(tokens)])
-    return score, predict(_lm, list(tokens), k=5)
+    return score, predict(_lm, list(tokens), k=SHOWN + 1)  # one spare for <UNK>
+
+
+def expected(words: list) -> list:
+    """The SHOWN most probable (word, probability) pairs, without <UNK> when the toggle says so."""
+    return [(w, p) for w, p in words if not (hide_unk and w == UNK_TOKEN)][:SHOWN]
 
 
 with lab_ui.friendly_errors("The language-model view"):
@@ -69,7 +85,7 @@ with lab_ui.friendly_errors("The language-model view"):
         "backward": [-x / math.log(2) for x in score.backward_logprob],
     }
     hover = {
-        d: ["<br>".join(f"{word}: {prob:.1%}" for word, prob in getattr(pred, d)) for pred in predictions]
+        d: ["<br>".join(f"{word}: {prob:.1%}" for word, prob in expected(getattr(pred, d))) for pred in predictions]
         for d in ("forward", "backward")
     }
     st.plotly_chart(figures.surprisal_strip(tokens, bits, hover), key="strip")
@@ -79,16 +95,18 @@ with lab_ui.friendly_errors("The language-model view"):
     c3.metric("Unknown words (scored as <UNK>)", len(score.unk))
     st.caption(
         f"Model: {lm.name}, a vocabulary of {len(lm.vocab):,} words. Hover over a cell for the five words that "
-        "direction found most probable there. Perplexity counts the sentence's end too."
+        "direction found most probable there"
+        + (" (<UNK>, the class of all out-of-vocabulary words, left out)" if hide_unk else "")
+        + ". Perplexity counts the sentence's end too."
     )
     rows = [
         {
             "position": p.position,
             "token": p.token + (" (<UNK>)" if p.position in score.unk else ""),
             "forward bits": round(bits["forward"][p.position], 2),
-            "forward expected": ", ".join(w for w, _ in p.forward),
+            "forward expected": ", ".join(w for w, _ in expected(p.forward)),
             "backward bits": round(bits["backward"][p.position], 2),
-            "backward expected": ", ".join(w for w, _ in p.backward),
+            "backward expected": ", ".join(w for w, _ in expected(p.backward)),
         }
         for p in predictions
     ]
