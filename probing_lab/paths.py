@@ -36,6 +36,22 @@ SYSTEM_WORDNET = Path("/usr/share/wordnet")
 # what the lab writes: in the checkout, or in the working directory of an installed lab
 WORK_DIR = Path.cwd() if INSTALLED else REPO_ROOT
 
+APP_RUNS_ENV = "PROBING_LAB_RUNS"  # where probe runs started from the app go
+
+
+def app_runs_dir() -> Path:
+    """Where the app writes the probe runs a user starts from it: ``$PROBING_LAB_RUNS``, else the user's
+    data folder (platformdirs: ``~/.local/share/probing-lab/runs/probes`` on Linux), never the folder the
+    app happened to be started from. Created on first use by the run itself."""
+    import os
+
+    if os.environ.get(APP_RUNS_ENV):
+        return Path(os.environ[APP_RUNS_ENV]).expanduser()
+    import platformdirs
+
+    return platformdirs.user_data_path("probing-lab") / "runs" / "probes"
+
+
 DATA_ENV = "PROBING_LAB_DATA"
 TEAM_DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"  # the team layout: ../shared/datasets
 TEAM_PACKAGE_DIR = REPO_ROOT.parent / "registry"  # registry packages fetched next to the repository

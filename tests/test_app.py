@@ -360,10 +360,22 @@ def test_probes_shipped_results_are_shown():
     assert {"shipped:elmo-lab", "checkpoint:data/models/elmo-lab-early"} <= models, models
 
 
+def test_runs_started_in_the_app_go_to_the_user_data_folder(tmp_path, monkeypatch):
+    from probing_lab import paths
+
+    monkeypatch.delenv("PROBING_LAB_RUNS", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # where platformdirs puts user data on Linux
+    assert paths.app_runs_dir() == tmp_path / "data" / "probing-lab" / "runs" / "probes"
+    monkeypatch.setenv("PROBING_LAB_RUNS", "~/elsewhere")
+    assert paths.app_runs_dir() == Path("~/elsewhere").expanduser()
+
+
 @needs_ewt
 def test_probes_new_run_with_progress(tmp_path, monkeypatch):
     monkeypatch.setenv("PROBING_LAB_RUNS", str(tmp_path))
     at = ok(run("probes"))
+    # the form says where runs go and how long the committed run took (its metrics.json, not a guess)
+    assert str(tmp_path) in texts(at.caption) and "The committed run of pos_ewt" in texts(at.caption)
     at.selectbox(key="new_experiment").set_value("pos_ewt")
     at.number_input(key="new_limit").set_value(300)
     at.checkbox(key="new_baselines").uncheck()
@@ -375,7 +387,7 @@ def test_probes_new_run_with_progress(tmp_path, monkeypatch):
     assert metrics["model"].startswith("random") and "random_init" not in metrics["baselines"]
     assert json.loads((run_dir / "experiment.json").read_text())["max_train_sentences"] == 300
     assert 0 < metrics["layers"]["1"]["score"] <= 1 and len(metrics["layers"]["1"]["confusion"]) == metrics["n_labels"]
-    at.radio(key="results_source").set_value("Your runs (runs/probes)").run()
+    at.radio(key="results_source").set_value("Your runs (started here)").run()
     assert len(charts(ok(at))) == 2
 
 

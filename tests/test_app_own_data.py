@@ -221,7 +221,7 @@ def test_probes_run_on_an_uploaded_tokens_file_is_listed_and_reported(tmp_path, 
     assert metrics["split"]["sentences"] == {"train": 32, "dev": 4, "test": 4}
     assert set(metrics["layers"]) == {"0", "1", "2", "mix"} and "random_init" not in metrics["baselines"]
     # listed and drawn like the shipped runs: the results switch to "Your runs" on this experiment
-    assert at.radio(key="results_source").value == "Your runs (runs/probes)"
+    assert at.radio(key="results_source").value == "Your runs (started here)"
     assert at.selectbox(key="experiment").value == "my_pos"
     assert at.multiselect(key="runs").value == [run_dir.name]
     assert len(at.get("plotly_chart")) == 2  # the layer curves and the confusion matrix

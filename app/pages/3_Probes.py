@@ -6,10 +6,9 @@ format and label column chosen from what it holds, the label table shown before 
 ``probing-lab probe --data FILE --format FMT``, and is listed with the user's runs when it is done)."""
 
 import dataclasses
-import os
+import json
 import shutil
 import time
-from pathlib import Path
 
 import allowed_paths
 import lab_ui
@@ -25,11 +24,10 @@ from probing_lab.probing.plots import confusion_figure, layer_curve_figure
 from probing_lab.probing.runs import ProbeRun
 
 SHIPPED_RESULTS = paths.REPO_ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
-# where `probing-lab probe` writes by default (run from the checkout); $PROBING_LAB_RUNS moves it
-USER_RUNS = Path(os.environ.get("PROBING_LAB_RUNS") or paths.WORK_DIR / "runs" / "probes")
+USER_RUNS = paths.app_runs_dir()  # the user's data folder, or $PROBING_LAB_RUNS
 SOURCES = {
     "Results shipped with the lab": SHIPPED_RESULTS,
-    "Your runs (runs/probes)": USER_RUNS,
+    "Your runs (started here)": USER_RUNS,
     "Another folder": None,
 }
 
@@ -68,6 +66,19 @@ def new_run_form() -> None:
             own_file_form(spec)
 
 
+def measured_time(name: str) -> str:
+    """How long the committed run of this experiment took (its metrics.json records it), as a guide."""
+    try:
+        seconds = json.loads((SHIPPED_RESULTS / name / "metrics.json").read_text(encoding="utf-8"))["seconds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "Extraction and probes take minutes."
+    return (
+        f"The committed run of {name} (every training sentence, all baselines) took {seconds / 60:.0f} min on the "
+        "lab's 2-core machine; fewer sentences or no baselines take less, and features already extracted for "
+        "this model are reused."
+    )
+
+
 def experiment_form(spec) -> None:
     """An experiment of probes/, optionally on fewer training sentences and without the slow baselines."""
     files = sorted((paths.REPO_ROOT / "probes").glob("*.toml"))
@@ -76,8 +87,7 @@ def experiment_form(spec) -> None:
         "Experiment", names, index=names.index("pos_ewt") if "pos_ewt" in names else 0, key="new_experiment"
     )
     st.caption(
-        f"Model: {spec.label} (change it on the Model page). Results go to {USER_RUNS}. "
-        "Extraction and probes take minutes (pos_ewt: about 7 on two cores)."
+        f"Model: {spec.label} (change it on the Model page). Results go to `{USER_RUNS}`. " + measured_time(name)
     )
     c1, c2 = st.columns(2)
     limit = c1.number_input(

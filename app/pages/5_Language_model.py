@@ -125,7 +125,7 @@ st.dataframe([{"construction": k, "example": v} for k, v in DESCRIPTIONS.items()
 
 results = st.session_state.setdefault("agreement_results", {})  # spec key -> accuracy, for this session
 key = model_choice.spec_key(spec)
-if st.button("Evaluate agreement on this model (1,200 pairs, about half a minute)", key="run_agreement"):
+if st.button("Evaluate agreement on this model (1,200 pairs, about a minute on two cores)", key="run_agreement"):
     with lab_ui.friendly_errors("The agreement test"):
         bar = st.progress(0.0, text="Scoring 1,200 minimal pairs…")
         result = evaluate_agreement(lm, read_pairs(), on_progress=lambda f: bar.progress(f, text="Scoring pairs…"))
