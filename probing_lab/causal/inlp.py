@@ -50,9 +50,10 @@ def project(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
 
 def _directions(probe, basis: np.ndarray) -> np.ndarray:
     """The probe's label contrasts in the vectors' coordinates, orthogonal to ``basis``, orthonormal."""
-    weight = probe.module.net.weight.detach().numpy() / probe.std.numpy()  # standardised input -> raw
+    weight = probe.module.net.weight.detach().double().numpy() / probe.std.double().numpy()  # standardised -> raw
     contrasts = weight - weight.mean(0, keepdims=True)  # softmax reads only differences between rows
-    contrasts = project(contrasts, basis)
+    if len(basis):
+        contrasts = contrasts - (contrasts @ basis.T) @ basis  # in float64, unlike project()'s float32 output
     u, s, vt = np.linalg.svd(contrasts, full_matrices=False)
     keep = s > 1e-6 * max(float(s.max()), 1e-12)
     return vt[keep]
@@ -80,7 +81,7 @@ def inlp(
     if not 0 < max_rank <= dim:
         raise ValueError(f"rank {max_rank} is larger than the layer's width {dim} (or not positive)")
     majority = float((y_dev == np.bincount(y, minlength=n_labels).argmax()).mean())
-    basis = np.zeros((0, dim), dtype=np.float32)
+    basis = np.zeros((0, dim))
     result = INLPResult(basis, [], majority, [])
     for i in range(iterations + 1):
         probe = fit_probe(project(X, basis), y, project(X_dev, basis), y_dev, n_labels, config)
@@ -92,7 +93,10 @@ def inlp(
         new = _directions(probe, basis)[: max_rank - len(basis)]
         if not len(new):
             break
-        basis = np.concatenate([basis, new.astype(np.float32)])
+        # orthonormal again in float64: rows found one batch at a time drift from orthogonal, and a basis
+        # that is not orthonormal leaves part of what it was meant to remove
+        q, _ = np.linalg.qr(np.concatenate([basis, new]).T)
+        basis = q.T
         result.ranks.append(len(basis))
     result.basis = basis
     return result

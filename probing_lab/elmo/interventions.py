@@ -111,7 +111,7 @@ def replace(layer: int, direction: str, values: torch.Tensor, positions=None) ->
 def project_out(layer: int, direction: str, basis: torch.Tensor, positions=None) -> Intervention:
     """Remove the subspace spanned by the rows of ``basis (k, proj)`` (orthonormalised here):
     ``h - h Q Q^T``, as INLP's nullspace projection does."""
-    q, _ = torch.linalg.qr(basis.t().to(torch.float32))  # (proj, k), orthonormal columns
+    q = torch.linalg.qr(basis.t().to(torch.float64))[0].to(torch.float32)  # (proj, k), orthonormal columns
 
     def fn(h: torch.Tensor) -> torch.Tensor:
         projected = h - (h @ q.to(h)) @ q.to(h).t()
