@@ -29,18 +29,21 @@ def allowed_path(text: str | Path) -> Path:
     raises ``ValueError`` with a message fit to show. Without confinement the path comes back as typed
     (``~`` expanded); with it, resolved, so that what is read is what was checked."""
     raw = str(text).strip()
+    shown = raw if len(raw) <= 120 else raw[:117] + "…"  # a pasted page of text is not repeated back
     try:
         path = Path(raw).expanduser()
+        path.exists()  # a name too long for the file system raises here, not later in a page
         roots = allowed_roots()
         if roots is None:
             return path
         resolved = path.resolve()
-    except (OSError, RuntimeError, ValueError) as e:  # "~nobody", a NUL byte, a symlink loop
-        raise ValueError(f"Not a usable path: {raw!r} ({e})") from None
+    except (OSError, RuntimeError, ValueError) as e:  # "~nobody", a NUL byte, a symlink loop, a long name
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)[:200]
+        raise ValueError(f"Not a usable path: {shown!r} ({reason})") from None
     if any(resolved == root or resolved.is_relative_to(root) for root in roots):
         return resolved
     raise ValueError(
-        f"{raw} is outside the folders this server allows (${ALLOWED_ROOTS_ENV}: "
+        f"{shown} is outside the folders this server allows (${ALLOWED_ROOTS_ENV}: "
         + ", ".join(str(r) for r in roots)
         + "). Choose a path inside one of them."
     )
