@@ -45,20 +45,30 @@ def page(title: str, shows: str = "", tries: str = "", icon: str = "🔬") -> No
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 
 
-@functools.lru_cache(maxsize=4)  # parsing every page takes 0.15 s; the files do not change while serving
+@functools.lru_cache(maxsize=4)  # the files do not change while serving
 def page_index(pages_dir: Path = PAGES_DIR) -> list[dict]:
     """Every page of the app in sidebar order: ``{"name", "file", "title", "shows", "tries"}``, read
-    from the ``lab_ui.page(...)`` call each page opens with (so the Tour's list cannot go stale)."""
+    from the ``lab_ui.page(...)`` call each page opens with (so the Tour's list cannot go stale). Only
+    that call is parsed, not the whole file: the Tour draws this list on its first, timed, run."""
     import ast
+    import io
     import re
+    import tokenize
 
     out = []
     for path in sorted(pages_dir.glob("*.py"), key=lambda p: int(p.name.split("_", 1)[0])):
-        call = next(
-            node
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, ast.Call) and ast.unparse(node.func) == "lab_ui.page"
-        )
+        text = path.read_text(encoding="utf-8")
+        start = text.index("\nlab_ui.page(") + 1
+        lines, depth, end = text[start:].splitlines(keepends=True), 0, None
+        for token in tokenize.generate_tokens(io.StringIO(text[start:]).readline):
+            if token.string in "([{" and token.type == tokenize.OP:
+                depth += 1
+            elif token.string in ")]}" and token.type == tokenize.OP:
+                depth -= 1
+                if depth == 0:
+                    end = start + sum(map(len, lines[: token.end[0] - 1])) + token.end[1]  # (row, col) -> offset
+                    break
+        call = ast.parse(text[start:end], mode="eval").body
         kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
         name = re.sub(r"^\d+_", "", path.stem).replace("_", " ")  # as Streamlit's sidebar names it
         out.append({"name": name, "file": path.name, "title": ast.literal_eval(call.args[0]), **kw})
@@ -162,17 +172,6 @@ def projection_time_note(n_points: int, n_maps: int) -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def warm_umap_in_background() -> threading.Thread:
-    """One background thread per process that pays UMAP's numba compilation (about a minute); pages
-    that offer UMAP start it when they open, so that choosing it later is quick."""
-    from probing_lab.analysis import warm_up_umap
-
-    thread = threading.Thread(target=warm_up_umap, name="umap-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-@st.cache_resource(show_spinner=False)
 def warm_imports_in_background() -> threading.Thread:
     """Import scikit-learn (about a second) in a background thread, once per process. The Tour calls it
     after its draw, so that the Polysemy and Probes pages do not pay the import on their first draw."""
@@ -187,12 +186,13 @@ def warm_imports_in_background() -> threading.Thread:
 
 
 def projection(X, method: str, seed: int = 0):
-    """``(N, dim)`` -> ``(N, 2)``, cached; waits for UMAP's one-off compilation under a spinner."""
-    from probing_lab.analysis import umap_is_warm
+    """``(N, dim)`` -> ``(N, 2)``, cached; UMAP's one-off compilation under a spinner that says so. (Not
+    compiled in the background ahead of time: on 2 cores that slowed every page drawn meanwhile.)"""
+    from probing_lab.analysis import umap_is_warm, warm_up_umap
 
     if method == "umap" and not umap_is_warm():
-        with st.spinner("Compiling UMAP (numba) for the first time in this process, about a minute…"):
-            warm_umap_in_background().join()
+        with st.spinner(f"Compiling UMAP (numba), once per process: about {UMAP_COMPILE_S} s…"):
+            warm_up_umap()
     return _projection(X, method, seed)
 
 

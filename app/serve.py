@@ -1,7 +1,8 @@
-"""Streamlit's own command line (``streamlit run ...``), with the lab's heavy imports started in a
-background thread first: torch, the model loader and plotly take about a second to import, which
-would otherwise start only when the first browser tab has loaded and asked for the Tour. Here they
-overlap with the server's start and the browser's page load. ``probing-lab app`` runs this file.
+"""Streamlit's own command line (``streamlit run ...``), with the lab's heavy imports and the default
+model's loading started in a background thread once the server runs: torch, the model loader and
+plotly take about a second to import, which would otherwise start only when the first browser tab has
+loaded and asked for the Tour. Here they overlap with the browser's page load. ``probing-lab app``
+runs this file.
 
     python app/serve.py run app/Tour.py [streamlit options]
 """
@@ -28,6 +29,18 @@ def preload() -> None:
 
     import probing_lab.analysis  # noqa: F401
     import probing_lab.model_loading  # noqa: F401
+
+    # the model the first page shows, loaded into the app's cache, and one sentence through it (torch's
+    # first forward pass pays a one-off set-up); a failure is left for the page to report
+    try:
+        import model_choice
+
+        from probing_lab.analysis import embed_activations
+
+        bundle = model_choice.load_bundle(model_choice.default_spec()[0])
+        embed_activations(bundle.embedder, [["The", "bank", "."]])
+    except Exception:  # noqa: BLE001, S110
+        pass
 
 
 if __name__ == "__main__":

@@ -251,10 +251,10 @@ def test_clustering_colourings_and_csv():
 
 
 @needs_ewt
-def test_clustering_umap_after_the_background_warm_up():
+def test_clustering_umap_compiles_on_first_use():
     from probing_lab.analysis import umap_is_warm
 
-    at = run("clustering")  # the page starts compiling UMAP in the background
+    at = run("clustering")
     at.number_input(key="n_sentences").set_value(10)
     at.multiselect(key="layers").set_value(["0", "1"])
     at.radio(key="cluster_method").set_value("UMAP").run()

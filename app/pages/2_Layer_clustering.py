@@ -197,7 +197,3 @@ with lab_ui.friendly_errors("The clustering view"):
             "Frequency and OOV are counted in EWT train (lower-cased). ELMo reads characters, so an "
             "“OOV” word still gets a vector: these are the words its type layer has least evidence for."
         )
-
-# UMAP's compilation (about 10 s of CPU) starts once the page is drawn, not before: on 2 cores it
-# would double the first draw; by the time a user picks UMAP it is usually done.
-lab_ui.warm_umap_in_background()
