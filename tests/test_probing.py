@@ -600,3 +600,18 @@ def test_probe_on_the_snapshots_of_a_training_run(tmp_path, capsys):
     assert first.random_init and not last.random_init  # the random-init baseline once
     assert main(["probe", str(exp), "--snapshots", str(tmp_path / "corpus"), "--out", str(out)]) == 2
     assert "no snapshots" in capsys.readouterr().err
+
+
+def test_layer_curves_of_two_runs_name_every_line_by_its_run():
+    """Two models on one plot: no two legend entries alike, the majority baseline a named line (not a
+    label written over the curves)."""
+    from probing_lab.paths import REPO_ROOT
+    from probing_lab.probing.plots import layer_curve_figure
+    from probing_lab.probing.runs import ProbeRun
+
+    runs = [ProbeRun.load(REPO_ROOT / "probes" / "results" / name) for name in ("pos_ewt", "pos_ewt-early")]
+    fig = layer_curve_figure(runs)
+    names = [trace.name for trace in fig.data]
+    assert len(names) == len(set(names)), names
+    assert any(n.endswith("majority per type") for n in names) and not fig.layout.annotations
+    assert all(any(n.startswith(run.model) for n in names) for run in runs)

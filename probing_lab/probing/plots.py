@@ -46,8 +46,16 @@ def layer_curve_figure(runs: list[ProbeRun]):
                     x=labels, y=random, mode="lines+markers", name=f"{name}: random-init model", line={"dash": "dash"}
                 )
             )
-        if run.majority is not None:
-            fig.add_hline(y=run.majority, line_dash="dashdot", annotation_text="majority per type")
+        if run.majority is not None:  # a legend entry, not a label on the plot: it would sit on the curves
+            fig.add_trace(
+                go.Scatter(
+                    x=labels,
+                    y=[run.majority] * len(labels),
+                    mode="lines",
+                    name=f"{name}: majority per type",
+                    line={"dash": "dashdot", "color": "grey", "width": 1},
+                )
+            )
     fig.update_layout(
         title=f"{runs[0].experiment}: score per layer",
         xaxis_title="layer",
