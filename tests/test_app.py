@@ -591,18 +591,21 @@ def test_model_page_errors(tmp_path):
 
 
 def test_causal_page_patches_a_typed_pair_and_a_construction():
+    def patches(at):  # the patching heatmaps (the committed amnesic runs draw INLP curves below them)
+        return [c for c in charts(at) if "restored" in str(c.proto.spec)]
+
     at = ok(run("causal"))  # a random-init model with the lab's vocabulary: the chance baseline
-    assert len(charts(at)) == 1 and "restored" in str(charts(at)[0].proto.spec)
+    assert len(patches(at)) == 1
     assert "clean" in texts(at.caption) and "corrupt" in texts(at.caption)
     at.radio(key="direction").set_value("backward").run()
-    assert len(charts(ok(at))) == 1
+    assert len(patches(ok(at))) == 1
     at.text_input(key="corrupt").input("The authors laughs .").run()
-    assert "same number of tokens" in texts(ok(at).warning) and not charts(at)
+    assert "same number of tokens" in texts(ok(at).warning) and not patches(at)
     at.text_input(key="clean").input("").run()
     assert "Type both sentences" in texts(ok(at).warning)
     at.radio(key="source").set_value("A construction of the agreement set").run()
     at.slider(key="n").set_value(2).run()
-    assert len(charts(ok(at))) == 1 and "mean over 2 pairs" in str(charts(at)[0].proto.spec)
+    assert len(patches(ok(at))) == 1 and "mean over 2 pairs" in str(patches(at)[0].proto.spec)
     # the committed runs of the shipped model
     if (ROOT / "causal" / "results" / "patch" / "metrics.json").is_file():
         assert any(e.label.startswith("patch: patch") for e in at.expander)
