@@ -19,7 +19,8 @@ class Distributed:
         self.device = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        if self.enabled and not torch.distributed.is_initialized():
+        self.owns_group = self.enabled and not torch.distributed.is_initialized()
+        if self.owns_group:
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             torch.distributed.init_process_group(backend)
 
@@ -53,3 +54,11 @@ class Distributed:
     def barrier(self) -> None:
         if self.enabled:
             torch.distributed.barrier()
+
+    def close(self) -> None:
+        """Tear down the process group this object started: gloo's threads left running at
+        interpreter exit can abort a rank ("terminate called without an active exception")."""
+        if self.owns_group and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+            self.owns_group = False

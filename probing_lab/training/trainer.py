@@ -401,6 +401,7 @@ def train(
         if bar is not None:
             bar.close()
     s.checkpointer.save(run, s.state)
+    dist.close()
     return {
         "step": run.step,
         "total_steps": total_steps,
