@@ -10,6 +10,7 @@ same LSTM state, same random numbers, same loss curve.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import signal
@@ -362,7 +363,14 @@ def train(
     extra learning-curve metrics at every ``eval_every_steps`` (it must not change the model or
     the random generators)."""
     dist = Distributed()
-    run_dir, corpus_dir = Path(run_dir), Path(corpus_dir)
+    summary = _train(config, Path(corpus_dir), Path(run_dir), resume, progress, stop_after, evaluate, dist)
+    # the DDP wrapper holds the process group: collect it before tearing the group down
+    gc.collect()
+    dist.close()
+    return summary
+
+
+def _train(config, corpus_dir, run_dir, resume, progress, stop_after, evaluate, dist: Distributed) -> dict:
     if config.threads:
         torch.set_num_threads(config.threads)
     latest = _check_resume(config, run_dir, resume)
@@ -401,7 +409,6 @@ def train(
         if bar is not None:
             bar.close()
     s.checkpointer.save(run, s.state)
-    dist.close()
     return {
         "step": run.step,
         "total_steps": total_steps,
