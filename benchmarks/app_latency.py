@@ -14,7 +14,8 @@
 
 ``--before REV`` measures 1 and 2 for the app of another commit too (a ``git worktree`` of REV, its
 own ``probing_lab`` first on the path) in the same run, and prints before / after per page: the
-machine is shared and noisy, so only ratios from one run compare.
+machine is shared and noisy, so only ratios from one run compare. ``--json PATH`` also writes the
+medians there (``benchmarks/results/app_latency.json`` is the run the README quotes).
 
 Needs Playwright's Python package and Debian's Chromium (``apt-get install -y chromium``), as the
 browser test does.
@@ -263,6 +264,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--before", metavar="REV", help="also measure the app of this commit (a git worktree)")
     parser.add_argument("--no-update", action="store_true", help="skip the Polysemy update measure")
+    parser.add_argument("--json", metavar="PATH", help="also write the medians to this file")
     args = parser.parse_args()
     import torch
     from playwright.sync_api import sync_playwright
@@ -314,6 +316,20 @@ def main() -> None:
             f"(runs: {', '.join(f'{u:.2f}' for u in updates)}); the library alone: "
             f"{statistics.median(library):5.2f} s; update / target ({TARGET_S:.0f} s) = {update / TARGET_S:.2f}"
         )
+    if args.json:
+        record = {
+            "command": " ".join(["python", "benchmarks/app_latency.py", *sys.argv[1:]]),
+            "model": args.model,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "before_rev": args.before,
+            "seconds": {side: results[side]["median"] for side in results},
+            "targets_s": {"cold_start": COLD_TARGET_S, "first_draw": PAGE_TARGET_S, "polysemy_update": TARGET_S},
+        }
+        if not args.no_update:
+            record["seconds"]["polysemy_update"] = update
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

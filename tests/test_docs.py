@@ -9,6 +9,7 @@ test runs each of them from the checkout's root and expects exit status 0. The o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -90,6 +91,18 @@ def test_the_readme_top_fits_on_one_screen():
     first_block = re.search(r"```bash\n(.*?)```", text, flags=re.S).group(1)
     assert "pip install torch==2.13.0 -e '.[test]'" in first_block and "python -m pytest" in first_block
     assert "Pages: Tour, " in text
+
+
+def test_the_readme_latency_numbers_are_the_committed_benchmark_run():
+    """The README quotes benchmarks/results/app_latency.json (written by ``app_latency.py --json``)."""
+    run = json.loads((ROOT / "benchmarks" / "results" / "app_latency.json").read_text(encoding="utf-8"))
+    before, after = run["seconds"]["before"], run["seconds"]["after"]
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"drawn {after['Tour']:.1f} s after the server starts ({before['Tour']:.1f} s before" in text
+    assert run["repeats"] == 3 and "median of 3 cold starts" in text
+    first_draws = {page: s for page, s in after.items() if page not in ("Tour", "server up")}
+    assert len(first_draws) >= 10 and max(first_draws.values()) < 3.0  # "every page's first draw takes under 3 s"
+    assert "every page's first draw takes under 3 s" in text
 
 
 def test_every_relative_link_points_to_a_file_that_exists():
