@@ -26,6 +26,17 @@ TINY_MODEL = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _same_random_numbers_every_run():
+    """Each test starts from torch's and numpy's generators seeded alike, so a model a test builds
+    without a seed is the same on every machine and a failure in CI reproduces here."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+
+
 def shared_dir() -> Path | None:
     for candidate in (os.environ.get("PROBING_LAB_SHARED"), ROOT.parent / "shared", "/work/shared"):
         if candidate and (Path(candidate) / "fixtures").is_dir():
