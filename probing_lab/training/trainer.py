@@ -25,78 +25,14 @@ import torch
 from torch import nn
 
 from ..fileio import atomic_path
-from .checkpoint import Checkpointer, Progress, latest_checkpoint, load_lm, truncate_jsonl
+from .checkpoint import Checkpointer, Progress, load_lm, truncate_jsonl
 from .config import TrainConfig, TrainingError
 from .data import WindowStream, load_corpus, train_files
 from .distributed import Distributed
 from .errors import CorpusError
 from .objective import BiLanguageModel, evaluate_lm
+from .resume import check_resume, restore_intact
 from .vocab import Vocabulary
-
-
-def _check_resume(config: TrainConfig, run_dir: Path, resume: bool) -> Optional[Path]:
-    """The checkpoint to continue from (None for a new run); refuses to overwrite a run or to
-    continue it with different math."""
-    if resume and not run_dir.is_dir():
-        raise TrainingError(f"--resume: no run directory {run_dir}; check the path, or leave out --resume to start")
-    try:
-        latest = latest_checkpoint(run_dir) if run_dir.exists() else None
-    except TrainingError as e:  # the pointer names a checkpoint that was never finished: use the newest whole one
-        latest = next(iter(_intact_checkpoints(run_dir)), None)
-        if latest is None:
-            raise
-        print(f"{e}; using {latest.name}", file=sys.stderr)
-    if resume and latest is None:
-        print(f"--resume: {run_dir} has no checkpoint yet; starting the run", file=sys.stderr)
-    if latest is not None and not resume:
-        raise TrainingError(
-            f"{run_dir} already holds a run (last checkpoint {latest.name}); "
-            "pass --resume to continue it or choose another --out"
-        )
-    if resume and latest is not None:
-        where = run_dir / "config.json"
-        saved = TrainConfig.from_dict(json.loads(where.read_text())["training"], str(where))
-        if not saved.same_math(config):
-            given = config.to_dict()
-            diff = sorted(k for k, v in saved.to_dict().items() if given[k] != v and k not in TrainConfig.BOOKKEEPING)
-            raise TrainingError(f"{where} differs from the config given in {diff}; resume with the run's own config")
-        # the schedule the checkpoint was trained with (its info.json) must hold for every step it has taken
-        info = latest / "info.json"
-        taken = TrainConfig.from_dict(json.loads(info.read_text())["config"], str(info))
-        step = json.loads((latest / "trainer.json").read_text())["step"]
-        changed = taken.lr_changed_before(config, step)
-        if changed is not None:
-            raise TrainingError(
-                f"the learning-rate schedule given changes step {changed} ({taken.lr_at(changed):.3g} in {info}, "
-                f"{config.lr_at(changed):.3g} now), which the run has taken (it is at step {step}); a schedule "
-                "may change only for the steps to come"
-            )
-    return latest if resume else None
-
-
-def _intact_checkpoints(run_dir: Path) -> list[Path]:
-    """The run's finished checkpoints (with trainer.json), newest first."""
-    found = [d for d in (run_dir / "checkpoints").glob("step-*") if (d / "trainer.json").is_file()]
-    return sorted(found, key=lambda d: d.name, reverse=True)
-
-
-def _restore_intact(checkpointer: Checkpointer, run_dir: Path, latest: Path) -> tuple[dict, tuple, Path]:
-    """Restore ``latest``, or when it cannot be read, the newest older checkpoint that can (saying so)."""
-    from safetensors import SafetensorError
-
-    candidates = [latest] + [d for d in _intact_checkpoints(run_dir) if d.name < latest.name]
-    for i, checkpoint in enumerate(candidates):
-        try:
-            meta, state = checkpointer.restore(checkpoint)
-            return meta, state, checkpoint
-        except (SafetensorError, OSError, ValueError, KeyError, RuntimeError) as e:  # truncated, bad JSON, shapes
-            following = candidates[i + 1].name if i + 1 < len(candidates) else None
-            print(
-                f"{checkpoint} cannot be read ({type(e).__name__}: {e}); "
-                + (f"falling back to {following}" if following else "no older checkpoint is left"),
-                file=sys.stderr,
-            )
-    raise TrainingError(f"{run_dir}: no checkpoint can be read; start a new run in another --out")
 
 
 def _optimizer(config: TrainConfig, lm: nn.Module) -> torch.optim.Optimizer:
@@ -218,7 +154,7 @@ def _resume_or_record(s: _Session, latest: Optional[Path]) -> None:
     run's), or write a new run's ``config.json``."""
     dist, run = s.dist, s.run
     if latest is not None:
-        meta, s.state, latest = _restore_intact(s.checkpointer, s.run_dir, latest)
+        meta, s.state, latest = restore_intact(s.checkpointer, s.run_dir, latest)
         run.step, run.tokens_seen, run.wall_time_s = meta["step"], meta["tokens_seen"], meta["wall_time_s"]
         for name in ("metrics.jsonl", "curves.jsonl"):  # steps logged after the checkpoint will be logged again
             if dist.main:  # the one process that writes them
@@ -373,7 +309,7 @@ def train(
 def _train(config, corpus_dir, run_dir, resume, progress, stop_after, evaluate, dist: Distributed) -> dict:
     if config.threads:
         torch.set_num_threads(config.threads)
-    latest = _check_resume(config, run_dir, resume)
+    latest = check_resume(config, run_dir, resume)
     s = _set_up(config, corpus_dir, run_dir, latest, dist)
     _resume_or_record(s, latest)
     run, total_steps = s.run, s.run.total_steps
