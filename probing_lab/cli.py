@@ -14,8 +14,9 @@ from pathlib import Path
 from .analysis.commands import add_compare_command
 from .argtypes import layer_list, positive_int
 from .causal.commands import add_causal_commands
+from .command_line import MODEL_HELP, add_model_options, add_output_folder, output_folder, run_command
 from .corpus.commands import add_corpus_commands
-from .download import DownloadError, add_download_command
+from .download import add_download_command
 from .lm.commands import add_lm_commands
 from .training.commands import add_training_commands
 
@@ -24,10 +25,9 @@ log = logging.getLogger("probing_lab")
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model (default: the shipped model)")
-    g.add_argument("--model", help="checkpoint directory, or random:PRESET (e.g. random:small)")
+    add_model_options(g)
     g.add_argument("--options", help="released ELMo options.json (with --weights)")
     g.add_argument("--weights", help="released ELMo weights.hdf5 (with --options)")
-    g.add_argument("--seed", type=int, default=0, help="seed for random:PRESET models")
 
 
 def _threads(n: int | None) -> None:
@@ -152,7 +152,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+QUICK_OPTIONS = ("format", "label", "task", "layers", "max_tokens")  # the options of `probe --data FILE`
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
+    from .datasets.files import FORMATS
     from .probing.experiment import run_experiment
 
     if args.snapshots:
@@ -165,12 +169,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if args.experiments:
             raise ValueError("--data takes no experiment files (the file and its options are the experiment)")
         if not args.format:
-            raise ValueError("--data needs --format (conllu, tokens, wic or sentences)")
-        exp = quick_experiment(args.data, args.format, args.label, args.task, args.layers)
-        run = run_experiment(exp, model=args.model, out=args.out, progress=not args.quiet, log=log.info)
+            raise ValueError(f"--data needs --format ({', '.join(FORMATS)})")
+        exp = quick_experiment(args.data, args.format, args.label, args.task, args.layers, args.max_tokens)
+        run = run_experiment(
+            exp, model=args.model, out=args.out, progress=not args.quiet, log=log.info, force=args.force
+        )
         print(run.path)
         return 0
-    quick = [f"--{k}" for k in ("format", "label", "task", "layers") if getattr(args, k) is not None]
+    quick = [f"--{k.replace('_', '-')}" for k in QUICK_OPTIONS if getattr(args, k) is not None]
     if quick:
         raise ValueError(f"{', '.join(quick)} go with --data FILE (an experiment file sets them itself)")
     if not args.experiments:
@@ -181,7 +187,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if len(args.experiments) > 1 and args.out:  # one folder per experiment, named after its file
             out = str(check_inside(Path(args.out) / check_name(Path(path).stem, "experiment file name"), args.out))
         run = run_experiment(
-            path, model=args.model, out=out, data_dir=args.data_dir, progress=not args.quiet, log=log.info
+            path,
+            model=args.model,
+            out=out,
+            data_dir=args.data_dir,
+            progress=not args.quiet,
+            log=log.info,
+            force=args.force,
         )
         print(run.path)
     return 0
@@ -193,6 +205,7 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
     import dataclasses
 
     from .fileio import atomic_path
+    from .paths import probe_runs_dir
     from .probing.experiment import Experiment, run_experiment
     from .probing.runs import layer_order
     from .training.checkpoint import latest_checkpoint
@@ -207,7 +220,9 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
     if not snapshots:
         raise FileNotFoundError(f"{run_dir}: no snapshots/step-* or checkpoints of `probing-lab train` to probe")
     exp = Experiment.load(args.experiments[0])
-    out = Path(args.out or Path("runs") / "probes" / f"{exp.name}-snapshots-{time.strftime('%Y%m%d-%H%M%S')}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else probe_runs_dir() / f"{exp.name}-snapshots-{stamp}"
+    out = output_folder(args, "probe --snapshots", names=("step-*", "emergence.md"), fresh=exp.name, out=out)
     results = []
     for i, snapshot in enumerate(snapshots):
         info = json.loads((snapshot / "info.json").read_text(encoding="utf-8"))
@@ -220,6 +235,7 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             progress=not args.quiet,
             log=log.info,
+            force=args.force,
         )
         results.append((info.get("tokens_seen", 0), snapshot.name, run))
     results.sort(key=lambda r: r[0])
@@ -267,6 +283,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         log=log.info,
         workers=args.workers,
+        force=args.force,
     )
     print(out)
     return 0
@@ -287,6 +304,9 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .datasets.files import FORMATS as FILE_FORMATS
+    from .datasets.files import MAX_TOKENS
+
     parser = argparse.ArgumentParser(prog="probing-lab", description="ELMo Probing Lab")
     parser.add_argument("--threads", type=positive_int, help="torch threads (default: torch's choice)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -325,12 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="*", help="experiment TOML file(s)")
-    p.add_argument(
-        "--model",
-        help="checkpoint directory, random:PRESET, or word2vec[:DIR] (static vectors: one context-free layer; "
-        "default: the shipped model)",
+    add_model_options(p, MODEL_HELP + "; or word2vec[:DIR], static vectors: one context-free layer", seed=False)
+    add_output_folder(
+        p,
+        "run directory (default $PROBING_LAB_RUNS or runs/probes, then NAME-STAMP; a parent folder when several "
+        "experiments are given)",
+        required=False,
     )
-    p.add_argument("--out", help="run directory (a parent folder when several experiments are given)")
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
     p.add_argument(
         "--snapshots", metavar="RUN", help="run the experiment on every snapshot of this training run (emergence)"
@@ -338,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     g = p.add_argument_group("your own file, without an experiment file (probe --data FILE --format FMT)")
     g.add_argument("--data", metavar="FILE", help="a labelled file, split 80/10/10 by sentence (seed 0)")
-    g.add_argument("--format", choices=("conllu", "tokens", "wic", "sentences", "spans"), help="the file's format")
+    g.add_argument("--format", choices=FILE_FORMATS, help="the file's format")
     g.add_argument("--label", help="conllu: upos (default), xpos, deprel, feats:NAME or misc:NAME")
     g.add_argument(
         "--task",
@@ -346,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
         "span_label (spans)",
     )
     g.add_argument("--layers", type=layer_list, help="e.g. 0,1,2,mix (default: the task's)")
+    g.add_argument("--max-tokens", type=positive_int, help=f"refuse sentences longer than this (default {MAX_TOKENS})")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("app", help="start the Streamlit lab on 127.0.0.1")
@@ -364,8 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
         "transfer", help="train task models on ELMo's layers vs static embeddings (transfer/*.toml; resumable)"
     )
     p.add_argument("experiment", help="a transfer experiment file, e.g. transfer/chunking_conll2000.toml")
-    p.add_argument("--model", help="model directory or random:PRESET (default: the shipped model)")
-    p.add_argument("--out", help="run directory (default runs/transfer/NAME-STAMP); an interrupted one resumes")
+    add_model_options(p, seed=False)
+    add_output_folder(
+        p,
+        "run directory (default runs/transfer/NAME-STAMP); an interrupted one resumes",
+        required=False,
+        resumable=True,
+    )
     p.add_argument("--data-dir", help="where UD, PTB and GUM live (default $PROBING_LAB_DATA)")
     p.add_argument("--workers", type=positive_int, default=1, help="cells trained at once, a process each")
     p.add_argument("--quiet", action="store_true")
@@ -383,17 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
     _threads(args.threads)
-    try:
-        return args.func(args)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError, KeyError, DownloadError) as e:
-        if args.verbose:
-            raise
-        message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"probing-lab {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"probing-lab {args.command}: interrupted; nothing was written", file=sys.stderr)
-        return 130
+    return run_command(args)
 
 
 if __name__ == "__main__":

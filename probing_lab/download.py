@@ -381,6 +381,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         print(f"ELMo {files.name!r} downloaded to {files.directory} (checked: it loads; {MANIFEST} written)")
     print(f"use it with: {files.cli_args()}")
     print(f"  e.g. probing-lab embed {files.cli_args()} --input sents.txt --output out.hdf5")
+    print(f"or, in every command that takes --model (probe, transfer, compare, ...): --model {files.directory}")
     return 0
 
 

@@ -6,8 +6,13 @@ any work. The rule:
 
 - an output that is the same file as an input (also through a link or a hard link), or a folder
   that holds an input, is refused (:func:`refuse_same_file`);
-- an existing output file, or a non-empty output folder, is refused unless the command's
-  ``--force`` is given; a folder is then replaced as a whole, never mixed with what was there;
+- an existing output file is refused unless the command's ``--force`` is given;
+- an output folder (:func:`check_output_dir`) that is missing or empty is written; one that holds
+  an earlier run of the same command and nothing else (the run's marker file lists what it wrote;
+  a run from before the marker is recognised by its file names) is refused unless ``--force``,
+  which replaces it as a whole; any other non-empty folder holds the user's own files: it is
+  refused unless ``--force``, which writes the run into a new subfolder of it, so that nothing the
+  lab did not write is ever removed or replaced;
 - a regular file is written to a temporary file next to it and renamed into place, so an
   interrupted write leaves the old file or nothing; through a symbolic link, the file the link
   points to is replaced and the link stays;
@@ -18,14 +23,17 @@ any work. The rule:
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
 import stat
 import tarfile
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -94,18 +102,69 @@ def check_output(path: str | Path, *inputs: str | Path | None, force: bool = Fal
     return path
 
 
-def check_output_dir(path: str | Path, *inputs: str | Path | None, force: bool = False, option: str = "--out") -> Path:
-    """Check an output folder that is written as a whole (:func:`atomic_directory`) before any
-    work: not a file, not holding one of ``inputs``, and empty unless ``force``."""
+RUN_MARKER = ".probing-lab-run.json"  # in every folder a command writes as a whole: the command, its files
+
+
+def _run_of(folder: Path, command: str, names: tuple[str, ...]) -> bool:
+    """True when ``folder`` holds a run of ``command`` and nothing else: every entry is one its
+    marker lists, or (a run written before the marker) matches one of ``names`` (glob patterns)."""
+    entries = {p.name for p in folder.iterdir()} - {RUN_MARKER}
+    marker = folder / RUN_MARKER
+    if marker.is_file():
+        try:
+            record = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return isinstance(record, dict) and record.get("command") == command and entries <= set(record.get("files", []))
+    return bool(names) and all(any(fnmatch.fnmatchcase(e, n) for n in names) for e in entries)
+
+
+def check_output_dir(
+    path: str | Path,
+    *inputs: str | Path | None,
+    command: str,
+    force: bool = False,
+    option: str = "--out",
+    names: tuple[str, ...] = (),
+    fresh: str = "",
+    resumable: bool = False,
+) -> Path:
+    """The folder to write a run of ``command`` into, checked before any work (the rule of this
+    module): not a file, not holding one of ``inputs``; ``path`` itself when it is missing or empty,
+    or when it holds only an earlier run of ``command`` and ``force`` is given (it is then replaced
+    as a whole by :func:`atomic_directory`); a new subfolder ``FRESH-STAMP`` of it (``fresh``
+    defaults to the command's name) when it holds other files and ``force`` is given. ``names``:
+    the file names (glob patterns) of the command's runs written before the run marker existed.
+    ``resumable``: an earlier run is ``path`` itself, to be continued (the command checks it is the
+    same run), with or without ``force``."""
     path = Path(path)
     refuse_same_file(path, *inputs, option=option)
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"{option} {path} is a file; give a folder")
-    if path.is_dir() and any(path.iterdir()) and not force:
+    if not path.is_dir() or not any(path.iterdir()):
+        return path
+    if _run_of(path, command, names):
+        if force or resumable:
+            return path
         raise OutputError(
-            f"{option} {path} is not empty; pass --force to replace the whole folder, or give another folder"
+            f"{option} {path} holds an earlier run of `probing-lab {command}`; pass --force to replace it, "
+            "or give another folder"
         )
-    return path
+    if not force:
+        shown = sorted(p.name for p in path.iterdir())
+        listing = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+        raise OutputError(
+            f"{option} {path} is not empty and is not a run of `probing-lab {command}` (it holds {listing}); "
+            "nothing was written. Give a new or empty folder, or pass --force to write the run into a new "
+            "subfolder of it (your files are left as they are)"
+        )
+    stem = fresh or command.replace(" ", "-")
+    sub = path / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 1
+    while sub.exists():
+        n += 1
+        sub = path / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
+    return sub
 
 
 def check_name(name: str, what: str = "name") -> str:
@@ -222,9 +281,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, command: str | None = None, keep: tuple[str, ...] = ()) -> Iterator[Path]:
     """Yield a new temporary folder next to ``path``; on success it replaces ``path`` as a whole
-    (what was there is removed, never mixed with the new files). On failure nothing changes."""
+    (what was there is removed, never mixed with the new files). On failure nothing changes.
+    ``command``: the folder gets the run marker naming it and the files written (see
+    :func:`check_output_dir`). ``keep``: entries of the old folder moved into the new one (the
+    inputs a run was staged with, e.g. an upload in ``data/``)."""
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
@@ -235,6 +297,12 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"))
     try:
         yield tmp
+        for name in keep:
+            if (path / name).exists() and not (tmp / name).exists():
+                os.replace(path / name, tmp / name)
+        if command is not None:
+            files = sorted(p.name for p in tmp.iterdir())
+            (tmp / RUN_MARKER).write_text(json.dumps({"command": command, "files": files}) + "\n", encoding="utf-8")
         os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
             old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".old"))

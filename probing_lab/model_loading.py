@@ -9,6 +9,7 @@ from typing import Optional
 
 import torch
 
+from .download import FILES as RELEASED_FILES  # a released ELMo's folder: options.json, weights.hdf5
 from .elmo import ElmoBiLM, get_preset, load_checkpoint, load_hdf5_model
 from .elmo.weights import CHECKPOINT_WEIGHTS
 from .paths import SHIPPED_MODEL_DIR
@@ -33,7 +34,8 @@ def load_model(
 ) -> LoadedModel:
     """Resolve ``--model`` / ``--options --weights`` into a model.
 
-    ``model`` is a model directory, a training run's checkpoint or snapshot (``lm.safetensors``),
+    ``model`` is a model directory, a released ELMo's folder (``options.json`` + ``weights.hdf5``,
+    as ``probing-lab download`` writes them), a training run's checkpoint or snapshot (``lm.safetensors``),
     or ``random:PRESET`` (randomly initialised with ``seed``, the baseline every probe needs). With
     nothing given, the shipped model.
     """
@@ -56,7 +58,17 @@ def load_model(
                 "(a checkpoint directory), --model random:PRESET, or --options O.json --weights W.hdf5"
             )
         return LoadedModel(load_checkpoint(shipped), f"shipped:{shipped.name}")
-    if (Path(model) / "lm.safetensors").is_file():  # a training checkpoint or snapshot: its biLM
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        what = "a file" if folder.exists() else "no such folder"
+        raise FileNotFoundError(
+            f"--model {model}: {what}. --model takes a model folder (model.safetensors + options.json, e.g. "
+            f"{SHIPPED_MODEL_DIR}), the folder of a released ELMo that `probing-lab download small` writes "
+            "(options.json + weights.hdf5), a training run's checkpoint or snapshot, or random:PRESET"
+        )
+    if not (folder / CHECKPOINT_WEIGHTS).is_file() and all((folder / f).is_file() for f in RELEASED_FILES):
+        return LoadedModel(load_hdf5_model(folder / RELEASED_FILES[0], folder / RELEASED_FILES[1]), f"hdf5:{folder}")
+    if (folder / "lm.safetensors").is_file():  # a training checkpoint or snapshot: its biLM
         from .training.checkpoint import load_lm
 
         return LoadedModel(load_lm(model)[0].bilm, f"snapshot:{model}")

@@ -36,20 +36,25 @@ SYSTEM_WORDNET = Path("/usr/share/wordnet")
 # what the lab writes: in the checkout, or in the working directory of an installed lab
 WORK_DIR = Path.cwd() if INSTALLED else REPO_ROOT
 
-APP_RUNS_ENV = "PROBING_LAB_RUNS"  # where probe runs started from the app go
+RUNS_ENV = "PROBING_LAB_RUNS"  # where probe runs go when no --out is given: the CLI's and the app's
+
+
+def probe_runs_dir(default: Optional[Path] = None) -> Path:
+    """Where a probe run goes when no folder is given, one rule for the command line and the app:
+    ``$PROBING_LAB_RUNS`` when set; else ``default``, or ``runs/probes`` under the working directory
+    (the command line, like ``git`` or ``make``, writes where the user works)."""
+    if os.environ.get(RUNS_ENV):
+        return Path(os.environ[RUNS_ENV]).expanduser()
+    return default if default is not None else Path("runs") / "probes"
 
 
 def app_runs_dir() -> Path:
-    """Where the app writes the probe runs a user starts from it: ``$PROBING_LAB_RUNS``, else the user's
-    data folder (platformdirs: ``~/.local/share/probing-lab/runs/probes`` on Linux), never the folder the
-    app happened to be started from. Created on first use by the run itself."""
-    import os
-
-    if os.environ.get(APP_RUNS_ENV):
-        return Path(os.environ[APP_RUNS_ENV]).expanduser()
+    """Where the app writes the probe runs a user starts from it: :func:`probe_runs_dir`, whose
+    default for the app is the user's data folder (platformdirs: ``~/.local/share/probing-lab/runs/probes``
+    on Linux), never the folder the app happened to be started from. Created on first use by the run."""
     import platformdirs
 
-    return platformdirs.user_data_path("probing-lab") / "runs" / "probes"
+    return probe_runs_dir(platformdirs.user_data_path("probing-lab") / "runs" / "probes")
 
 
 DATA_ENV = "PROBING_LAB_DATA"

@@ -47,3 +47,11 @@ def config_from_dict(cls, data: dict, where: str):
             if name in getattr(cls, "AT_MOST_ONE", ()) and value > 1:
                 raise ValueError(f"{where}: {name} must be at most 1, got {value!r}")
     return cls(**data)
+
+
+def experiment_of(value, cls):
+    """``value`` as an experiment of ``cls`` (a class with ``from_dict`` and ``load``): itself, made
+    from a dict, or read from its file."""
+    if isinstance(value, cls):
+        return value
+    return cls.from_dict(value) if isinstance(value, dict) else cls.load(value)

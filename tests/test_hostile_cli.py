@@ -20,7 +20,7 @@ from conftest import TINY_MODEL
 from probing_lab.cli import main
 from probing_lab.corpus.build import build_corpus
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint, save_hdf5_weights
-from probing_lab.fileio import OutputError, atomic_path, check_output
+from probing_lab.fileio import RUN_MARKER, OutputError, atomic_path, check_output
 from probing_lab.lm.language_model import save_softmax
 from probing_lab.training.config import TrainConfig
 from probing_lab.training.trainer import train
@@ -143,7 +143,8 @@ def test_3_every_command_refuses_an_existing_output_without_force(tmp_path, caps
         old.write_text("keep")
         assert main(argv) == 2, name
         err = capsys.readouterr().err
-        assert "pass --force to replace" in err and ("already exists" in err or "is not empty" in err), (name, err)
+        refused = ("already exists", "is not empty", "holds an earlier run")
+        assert "pass --force to" in err and any(r in err for r in refused), (name, err)
         assert old.read_text() == "keep", name
     assert (tmp_path / "cmp" / "cka.png").read_text() == "keep" and (
         tmp_path / "exp" / "mine.txt"
@@ -370,10 +371,10 @@ def test_10_export_replaces_the_whole_folder_never_mixing_two_exports(tmp_path, 
     assert (out / "softmax.safetensors").is_file() and (out / "vocab.txt").is_file()
     before = sorted(p.name for p in out.iterdir())
     assert main(["export", str(run_dir), "--out", str(out)]) == 2  # not empty: refused, untouched
-    assert "is not empty; pass --force to replace the whole folder" in capsys.readouterr().err
+    assert "holds an earlier run of `probing-lab export`; pass --force to replace it" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == before
     assert main(["export", str(run_dir), "--out", str(out), "--force"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "model_card.json", "options.json"]
+    assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER, "model.safetensors", "model_card.json", "options.json"]
     assert not list(tmp_path.glob(".model.*"))  # no temporary or old folder left
     # a folder that holds an input is refused even with --force
     assert main(["export", str(run_dir), "--out", str(run_dir.parent), "--force"]) == 2

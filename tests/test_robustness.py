@@ -14,6 +14,7 @@ from conftest import TINY_MODEL
 from probing_lab.cli import main
 from probing_lab.corpus.build import build_corpus
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
+from probing_lab.fileio import OutputError
 from probing_lab.probing.experiment import Experiment, ExperimentError
 from probing_lab.training.checkpoint import latest_checkpoint, load_lm
 from probing_lab.training.config import TrainConfig, TrainingError
@@ -200,7 +201,7 @@ def test_probe_refuses_to_overwrite_a_run(tmp_path):
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.json").write_text("{}")
-    with pytest.raises(ExperimentError, match="already holds a probe run"):
+    with pytest.raises(OutputError, match="holds an earlier run of `probing-lab probe`; pass --force to replace it"):
         run_experiment({"name": "x", "task": "upos", "dataset": "ewt"}, model="random:cpu-tiny", out=tmp_path / "run")
     assert (tmp_path / "run" / "metrics.json").read_text() == "{}"
 

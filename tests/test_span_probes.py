@@ -245,7 +245,7 @@ def test_bad_spans_files_get_clear_errors(tmp_path, tiny, capsys):
     outside = tmp_path / "outside.jsonl"
     outside.write_text(json.dumps({"tokens": ["a"], "span1": [0, 2], "label": "X"}) + "\n", encoding="utf-8")
     for path, message in [
-        (mixed, "of the train file has not: a task probes single spans or span pairs, not both"),
+        (mixed, "mixed.jsonl:1 has a single span (no span2), " + f"{mixed}:21 has a span pair (span2): a task probes"),
         (one, "every span has the label 'X'"),
         (outside, "outside.jsonl:1: span1 [0, 2] is outside its sentence of 1 tokens"),
     ]:

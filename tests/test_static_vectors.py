@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probing_lab.fileio import OutputError
+from probing_lab.fileio import RUN_MARKER, OutputError
 from probing_lab.static import StaticEncoder, StaticVectors, train_word2vec
 
 pytest.importorskip("gensim")
@@ -52,7 +52,7 @@ def trained(tmp_path_factory):
 def test_train_writes_top_words_in_frequency_order(trained):
     base, sentences, card = trained
     out = base / "vectors"
-    assert sorted(p.name for p in out.iterdir()) == ["card.json", "vectors.safetensors", "vocab.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER, "card.json", "vectors.safetensors", "vocab.txt"]
     v = StaticVectors.load(out)
     assert v.matrix.shape == (10, 16) and v.matrix.dtype == np.float16 and v.dim == 16
     counts = Counter(t for s in sentences for t in s)
@@ -157,7 +157,7 @@ def test_bad_files_give_clear_errors(trained, tmp_path):
 
 def test_output_and_corpus_checks(trained, tmp_path):
     base = trained[0]
-    with pytest.raises(OutputError, match="not empty"):  # checked before any training
+    with pytest.raises(OutputError, match="holds an earlier run"):  # checked before any training
         train_word2vec(base / "corpus", base / "vectors", log=lambda m: None)
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no train/shard"):

@@ -232,6 +232,7 @@ def own_file_form(spec) -> None:
             model=spec.model,
             model_seed=spec.seed,
             out=run_dir,
+            force=picked.data is not None,  # the folder the upload was staged in: a run of its own
             progress=False,
             log=lambda message: None,
             on_progress=lambda fraction, message: bar.progress(fraction, text=f"{picked.name}: {message}"),

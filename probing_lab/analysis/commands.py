@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 from ..argtypes import positive_int
+from ..command_line import add_output_folder, output_folder
 
 log = logging.getLogger("probing_lab")
 
@@ -85,21 +86,17 @@ def save_cka_png(rows, cols, M, row_model: str, col_model: str, path: Path) -> N
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..fileio import atomic_path, check_output
+    from ..fileio import atomic_directory
     from .similarity import cka_matrix, corpus_geometry
 
     models = args.model or ["shipped"]
     if len(models) > 2:
         raise ValueError("--model at most twice: CKA compares two models (or one model's layers with each other)")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file; give a folder")
     keys = [k.strip() for k in args.layers.split(",") if k.strip()]
     if not keys:
         raise ValueError("--layers is empty; e.g. --layers 0,1,2 or 1f,1b,2f,2b")
     sentences = read_token_lists(args)
-    for name in OUTPUTS:  # before the models run: none is the input, none exists unless --force
-        check_output(out / name, args.input, force=args.force, option="--out")
+    out = output_folder(args, "compare", args.input, names=OUTPUTS)  # before the models run
     first = representations(models[0], sentences, keys, args.seed)
     second = representations(models[1], sentences, keys, args.seed) if len(models) == 2 else first
     rows, cols, M = cka_matrix(first[1], second[1], debiased=args.debiased)
@@ -109,21 +106,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print("       " + " ".join(f"{c:>7}" for c in cols))
     for r, values in zip(rows, M):
         print(f"{r:>6} " + " ".join(f"{v:7.3f}" for v in values))
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out / "cka.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow([f"{first[0]} \\ {second[0]}", *cols])
-        for r, values in zip(rows, M):
-            w.writerow([r, *(f"{v:.6f}" for v in values)])
-    save_cka_png(rows, cols, M, first[0], second[0], out / "cka.png")
     words = [w for s in sentences for w in s]
     sentence_of = [i for i, s in enumerate(sentences) for _ in s]
-    with atomic_path(out / "geometry.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["model", "layer", "anisotropy", "self_similarity", "adjusted_self_similarity", "words"])
-        for name, layers in {id(x): x for x in (first, second)}.values():
-            for row in corpus_geometry(layers, words, sentence_of):
-                w.writerow([name, *row.values()])
+    with atomic_directory(out, command="compare") as tmp:
+        with open(tmp / "cka.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow([f"{first[0]} \\ {second[0]}", *cols])
+            for r, values in zip(rows, M):
+                w.writerow([r, *(f"{v:.6f}" for v in values)])
+        save_cka_png(rows, cols, M, first[0], second[0], tmp / "cka.png")
+        with open(tmp / "geometry.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["model", "layer", "anisotropy", "self_similarity", "adjusted_self_similarity", "words"])
+            for name, layers in {id(x): x for x in (first, second)}.values():
+                for row in corpus_geometry(layers, words, sentence_of):
+                    w.writerow([name, *row.values()])
     log.info("wrote %s, %s and %s", out / "cka.csv", out / "cka.png", out / "geometry.csv")
     return 0
 
@@ -144,6 +141,5 @@ def add_compare_command(sub) -> None:
     )
     p.add_argument("--layers", default="0,1,2", help="comma-separated: 0,1,2 and halves 1f,1b,2f,2b")
     p.add_argument("--debiased", action="store_true", help="debiased CKA (for few tokens)")
-    p.add_argument("--out", required=True, help="folder for cka.csv, cka.png and geometry.csv")
-    p.add_argument("--force", action="store_true", help="replace those files when --out already holds them")
+    add_output_folder(p, "folder for cka.csv, cka.png and geometry.csv")
     p.set_defaults(func=cmd_compare)

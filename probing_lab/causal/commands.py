@@ -10,40 +10,46 @@ import time
 from pathlib import Path
 
 from ..argtypes import positive_int
+from ..command_line import add_model_options, add_output_folder, from_args, output_folder
 from .report import summary_table, units_summary
 
 log = logging.getLogger("probing_lab")
+
+
+def _directions(value: str) -> list[str]:
+    chosen = [d.strip() for d in value.split(",") if d.strip()]
+    if not chosen or any(d not in ("forward", "backward") for d in chosen):
+        raise ValueError(f"--directions {value!r}: expected forward, backward or forward,backward")
+    return chosen
 
 
 def _sites(layers: str, directions: str) -> list[tuple[int, str]]:
     try:
         numbers = [int(k) for k in layers.split(",") if k.strip()]
     except ValueError:
-        raise ValueError(f"--layers {layers!r}: expected layer numbers such as 0,1,2") from None
-    chosen = [d.strip() for d in directions.split(",") if d.strip()]
-    bad = [d for d in chosen if d not in ("forward", "backward")]
-    if bad or not chosen or not numbers:
-        raise ValueError(f"--directions {directions!r}: expected forward, backward or forward,backward")
-    return [(k, d) for k in numbers for d in chosen]
+        numbers = []
+    if not numbers:
+        raise ValueError(f"--layers {layers!r}: expected layer numbers such as 0,1,2")
+    return [(k, d) for k in numbers for d in _directions(directions)]
+
+
+# the files of each command's run folder (how a run written before fileio's run marker is recognised)
+RUN_FILES = {
+    "amnesic": ("*-L*-forward", "*-L*-backward", "summary.md"),
+    "units": ("metrics.json", "summary.md", "units.png"),
+    "patch": ("metrics.json", "*.png"),
+}
 
 
 def cmd_causal_amnesic(args: argparse.Namespace) -> int:
-    from ..fileio import atomic_directory, check_output_dir
+    from ..fileio import atomic_directory
     from ..lm.language_model import load_language_model
     from ..paths import data_dir
     from .amnesic import AmnesicConfig, AmnesicData, amnesic_site
 
     sites = _sites(args.layers, args.directions)
-    check_output_dir(args.out, force=args.force)
-    config = AmnesicConfig(
-        property=args.property,
-        train_sentences=args.train_sentences,
-        dev_sentences=args.dev_sentences,
-        eval_sentences=args.eval_sentences,
-        iterations=args.iterations,
-        random_draws=args.random_draws,
-        agreement_pairs=args.agreement_pairs,
-    )
+    out = output_folder(args, "causal amnesic", names=RUN_FILES["amnesic"])
+    config = from_args(AmnesicConfig, args)
     lm = load_language_model(args.model)
     bad = [k for k, _ in sites if not 0 <= k < lm.bilm.n_layers]
     if bad:
@@ -57,38 +63,26 @@ def cmd_causal_amnesic(args: argparse.Namespace) -> int:
         log.info(
             "site %d of %d done; about %.0f min left", i + 1, len(sites), spent / (i + 1) * (len(sites) - i - 1) / 60
         )
-    with atomic_directory(args.out) as tmp:
+    with atomic_directory(out, command="causal amnesic") as tmp:
         for m in runs:
             site = Path(tmp) / f"{m['property']}-L{m['layer']}-{m['direction']}"
             site.mkdir()
             (site / "metrics.json").write_text(json.dumps(m, indent=2) + "\n", encoding="utf-8")
         (Path(tmp) / "summary.md").write_text(summary_table(runs), encoding="utf-8")
     print(summary_table(runs), end="")
-    log.info("wrote %s", args.out)
+    log.info("wrote %s", out)
     return 0
 
 
-def _directions(value: str) -> list[str]:
-    chosen = [d.strip() for d in value.split(",") if d.strip()]
-    if not chosen or any(d not in ("forward", "backward") for d in chosen):
-        raise ValueError(f"--directions {value!r}: expected forward, backward or forward,backward")
-    return chosen
-
-
 def cmd_causal_units(args: argparse.Namespace) -> int:
-    from ..fileio import atomic_directory, check_output_dir
+    from ..fileio import atomic_directory
     from ..lm.language_model import load_language_model
     from .units import UnitsConfig, number_units, save_units_figure
 
     directions = _directions(args.directions)
-    check_output_dir(args.out, force=args.force)
-    config = UnitsConfig(
-        pairs_per_construction=args.pairs,
-        rank_pairs_per_construction=args.rank_pairs,
-        top=args.top,
-        random_units=args.random_units,
-        joint=args.joint,
-        seed=args.seed,
+    out = output_folder(args, "causal units", names=RUN_FILES["units"])
+    config = from_args(
+        UnitsConfig, args, pairs_per_construction=args.pairs, rank_pairs_per_construction=args.rank_pairs
     )
     lm = load_language_model(args.model)
     config.check(lm.bilm.options.lstm_dim, lm.bilm.n_layers - 1)
@@ -96,17 +90,17 @@ def cmd_causal_units(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     metrics = number_units(lm, _read_pairs(args.pairs_file), config, directions, log=log.info, on_progress=bar)
     metrics["seconds"] = round(time.perf_counter() - start, 1)
-    with atomic_directory(args.out) as tmp:
+    with atomic_directory(out, command="causal units") as tmp:
         (Path(tmp) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
         (Path(tmp) / "summary.md").write_text(units_summary(metrics), encoding="utf-8")
         save_units_figure(metrics, Path(tmp) / "units.png")
     print(units_summary(metrics), end="")
-    log.info("wrote %s in %.0f s", args.out, metrics["seconds"])
+    log.info("wrote %s in %.0f s", out, metrics["seconds"])
     return 0
 
 
 def cmd_causal_patch(args: argparse.Namespace) -> int:
-    from ..fileio import atomic_directory, check_output_dir
+    from ..fileio import atomic_directory
     from ..lm.language_model import load_language_model
     from .patching import patch_construction, save_heatmap
 
@@ -117,7 +111,7 @@ def cmd_causal_patch(args: argparse.Namespace) -> int:
     bad = [c for c in constructions if c not in known]
     if bad or not constructions:
         raise ValueError(f"--constructions: unknown {bad or constructions}; the pairs have {known}")
-    check_output_dir(args.out, force=args.force)
+    out = output_folder(args, "causal patch", names=RUN_FILES["patch"])
     lm = load_language_model(args.model)
     start = time.perf_counter()
     results, metrics = {}, {"kind": "patch", "model": lm.name, "constructions": {}}
@@ -134,7 +128,7 @@ def cmd_causal_patch(args: argparse.Namespace) -> int:
                 "effect": [[None if v != v else round(float(v), 4) for v in row] for row in r.effect],
             }
     metrics["seconds"] = round(time.perf_counter() - start, 1)
-    with atomic_directory(args.out) as tmp:
+    with atomic_directory(out, command="causal patch") as tmp:
         (Path(tmp) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
         for construction in constructions:
             save_heatmap(
@@ -142,8 +136,8 @@ def cmd_causal_patch(args: argparse.Namespace) -> int:
                 f"Activation patching, {construction.replace('_', ' ')}: {lm.name}",
                 Path(tmp) / f"{construction}.png",
             )
-    log.info("wrote %s in %.0f s", args.out, metrics["seconds"])
-    print(args.out)
+    log.info("wrote %s in %.0f s", out, metrics["seconds"])
+    print(out)
     return 0
 
 
@@ -170,6 +164,9 @@ def _progress_bar(quiet: bool, what: str):
     return update
 
 
+LM_HELP = "model directory with a softmax (default: the shipped model)"
+
+
 def add_causal_commands(sub) -> None:
     p = sub.add_parser("causal", help="causal analysis: amnesic probing, number units, activation patching")
     causal = p.add_subparsers(dest="causal_command", required=True)
@@ -183,10 +180,9 @@ def add_causal_commands(sub) -> None:
     a.add_argument("--iterations", type=positive_int, default=20, help="INLP iterations at most")
     a.add_argument("--random-draws", type=positive_int, default=5, help="random subspaces of the same rank")
     a.add_argument("--agreement-pairs", type=int, default=0, help="number: pairs per construction (0: all)")
-    a.add_argument("--model", help="model directory with a softmax (default: the shipped model)")
+    add_model_options(a, LM_HELP, seed=False)
     a.add_argument("--data-dir", help="where UD English-EWT lives (default $PROBING_LAB_DATA)")
-    a.add_argument("--out", required=True, help="run folder: one sub-folder with metrics.json per site")
-    a.add_argument("--force", action="store_true", help="replace --out")
+    add_output_folder(a, "run folder: one sub-folder with metrics.json per site")
     a.add_argument("--quiet", action="store_true")
     a.set_defaults(func=cmd_causal_amnesic)
 
@@ -199,9 +195,8 @@ def add_causal_commands(sub) -> None:
     u.add_argument("--directions", default="forward,backward")
     u.add_argument("--pairs-file", help="minimal pairs as JSON lines (default: data/agreement/subject_verb.jsonl)")
     u.add_argument("--seed", type=int, default=0)
-    u.add_argument("--model", help="model directory with a softmax (default: the shipped model)")
-    u.add_argument("--out", required=True, help="run folder: metrics.json, summary.md, units.png")
-    u.add_argument("--force", action="store_true", help="replace --out")
+    add_model_options(u, LM_HELP, seed=False)
+    add_output_folder(u, "run folder: metrics.json, summary.md, units.png")
     u.add_argument("--quiet", action="store_true")
     u.set_defaults(func=cmd_causal_units)
 
@@ -210,8 +205,7 @@ def add_causal_commands(sub) -> None:
     c.add_argument("--directions", default="forward,backward")
     c.add_argument("--pairs", type=positive_int, default=40, help="pairs per construction at most")
     c.add_argument("--pairs-file", help="minimal pairs as JSON lines (default: data/agreement/subject_verb.jsonl)")
-    c.add_argument("--model", help="model directory with a softmax (default: the shipped model)")
-    c.add_argument("--out", required=True, help="run folder: metrics.json and one heatmap PNG per construction")
-    c.add_argument("--force", action="store_true", help="replace --out")
+    add_model_options(c, LM_HELP, seed=False)
+    add_output_folder(c, "run folder: metrics.json and one heatmap PNG per construction")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=cmd_causal_patch)

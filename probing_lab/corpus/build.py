@@ -233,6 +233,9 @@ class CorpusStats:
     exclusion_files: list = field(default_factory=list)
 
 
+CORPUS_FILES = ("train", "heldout.txt", "vocab.txt", "stats.json")  # what a corpus folder holds
+
+
 def build_corpus(
     out: str | Path,
     sources: Iterable[str | Path],
@@ -322,7 +325,7 @@ def build_corpus(
         "exclusion_files": stats.exclusion_files,
         "seed": seed,
     }
-    with atomic_directory(out) as tmp:  # the whole folder at once: no shard of an earlier build stays
+    with atomic_directory(out, command="corpus build") as tmp:  # the whole folder at once: no old shard stays
         (tmp / "train").mkdir()
         for k in range(n_shards):
             text = "".join(line + "\n" for _, line in train[k::n_shards])

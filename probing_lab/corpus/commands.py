@@ -8,17 +8,17 @@ import logging
 from pathlib import Path
 
 from ..argtypes import non_negative_int, positive_int
+from ..command_line import add_output_folder, from_args, output_folder
 
 log = logging.getLogger("probing_lab")
 
 
 def cmd_corpus_build(args: argparse.Namespace) -> int:
-    from ..fileio import check_output_dir
     from ..paths import data_dir as resolve_data_dir
-    from .build import build_corpus
+    from .build import CORPUS_FILES, build_corpus
     from .exclusions import default_exclusions
 
-    check_output_dir(args.out, *args.sources, *args.exclude, force=args.force)  # before reading any source
+    out = output_folder(args, "corpus build", *args.sources, *args.exclude, names=CORPUS_FILES)  # before any reading
     exclude = [Path(p) for p in args.exclude]
     if not args.no_default_exclusions:
         where, how = resolve_data_dir(args.data_dir)  # wherever load_dataset finds the probe datasets
@@ -32,22 +32,12 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
                 where or "(no data directory set)",
             )
         exclude += found
-    stats = build_corpus(
-        args.out,
-        args.sources,
-        exclude=exclude,
-        heldout_fraction=args.heldout_fraction,
-        n_shards=args.shards,
-        min_count=args.min_count,
-        seed=args.seed,
-        progress=log.info,
-        gcide_definition_tokens=args.gcide_definition_tokens,
-    )
+    stats = from_args(build_corpus, args, out=out, exclude=exclude, n_shards=args.shards, progress=log.info)
     t = stats["train"]
     log.info(
         "wrote %s: train %d sentences, %d tokens, %d types; heldout %d tokens; vocab %d; "
         "%d duplicates and %d evaluation sentences removed",
-        args.out,
+        out,
         t["sentences"],
         t["tokens"],
         t["types"],
@@ -71,7 +61,7 @@ def add_corpus_commands(sub) -> None:
     corpus = p.add_subparsers(dest="corpus_command", required=True)
     c = corpus.add_parser("build", help="normalise, split, tokenize, dedupe, hold out, write vocab + stats")
     c.add_argument("sources", nargs="+", help="text files, folders, .zip/.tgz/.whl/.deb archives")
-    c.add_argument("--out", required=True, help="corpus folder to write")
+    add_output_folder(c, "corpus folder to write")
     c.add_argument(
         "--exclude", action="append", default=[], help="extra evaluation file whose sentences must not be trained on"
     )
@@ -87,7 +77,6 @@ def add_corpus_commands(sub) -> None:
         default=1_000_000,
         help="at most this many tokens of GCIDE definitions (a seeded random sample)",
     )
-    c.add_argument("--force", action="store_true", help="write into --out even when it is not empty")
     c.set_defaults(func=cmd_corpus_build)
     c = corpus.add_parser("fetch-help", help="print the commands that fetch the registry text packages")
     c.set_defaults(func=cmd_corpus_fetch_help)

@@ -78,11 +78,21 @@ def _lines(path: Path) -> Iterator[str]:
             yield line.rstrip("\r\n")
 
 
+def _require_file(path: Path, format: str) -> None:
+    """A labelled file must be a file: a folder or a missing path is an error that says which."""
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.is_file())[:3]
+        example = f" (it holds {', '.join(inside)}{', ...' if len(inside) == 3 else ''})" if inside else " (empty)"
+        raise IsADirectoryError(f"{path} is a folder{example}, not a {format} file: give the file itself")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such {format} file")
+
+
 def _too_long(path: Path, start: int, lineno: int, max_tokens: int) -> DatasetFormatError:
     return DatasetFormatError(
         f"{path}:{start}: the sentence that starts here has more than {max_tokens} tokens (at line {lineno}); "
         "in a tokens file sentences are separated by blank lines (one missing?); for longer sentences "
-        "raise max_tokens in [dataset]"
+        "raise the limit (max_tokens in an experiment's [dataset] table, --max-tokens with probe --data)"
     )
 
 
@@ -177,8 +187,7 @@ def iter_labelled_file(
         raise ValueError(f"unknown format {format!r}; choose one of {list(FORMATS)}")
     if label is not None and format != "conllu":
         raise ValueError(f"label = {label!r} is for conllu files only (a {format} file has one label column)")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such {format} file")
+    _require_file(path, format)
     if format == "tokens":
         yield from _tokens(path, max_tokens)
     elif format == "wic":
@@ -212,8 +221,7 @@ def read_labelled_file(
 def iter_sentence_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[int, Sentence, str]]:
     """``(line, Sentence, label)`` per ``sentence<TAB>label`` line of a ``sentences`` file."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such sentences file")
+    _require_file(path, "sentences")
     for lineno, cols in _rows(path, (2,), "sentence<TAB>label"):
         words = _sentence_words(path, lineno, cols[0], max_tokens)
         label = _field(path, lineno, "label", cols[1])
@@ -239,8 +247,7 @@ def read_span_file(path: str | Path, max_tokens: int = MAX_TOKENS) -> tuple[list
     their examples in ``Sentence.spans``; and all examples in file order. A sentence is the same when
     its token list is: it is embedded once, however many lines it has."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such spans file")
+    _require_file(path, "spans")
     sentences: list[Sentence] = []
     index: dict[tuple, int] = {}
     examples: list[LabelledSpan] = []

@@ -272,8 +272,8 @@ def load_checkpoint(directory: str | Path) -> ElmoBiLM:
         if not (directory / name).is_file():
             raise FileNotFoundError(
                 f"{directory}: no {name}; a model directory holds {CHECKPOINT_WEIGHTS}, "
-                f"{CHECKPOINT_OPTIONS} and {CHECKPOINT_CARD} (for a released ELMo use "
-                "--options/--weights instead)"
+                f"{CHECKPOINT_OPTIONS} and {CHECKPOINT_CARD}; a released ELMo's folder holds options.json and "
+                "weights.hdf5 (`probing-lab download NAME` writes one)"
             )
     model = ElmoBiLM(ElmoOptions.load(directory / CHECKPOINT_OPTIONS))
     check_recorded_sha256(directory / CHECKPOINT_WEIGHTS, directory / CHECKPOINT_CARD, "weights_sha256")

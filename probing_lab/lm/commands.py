@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from ..argtypes import positive_int
+from ..command_line import add_model_options
 
 log = logging.getLogger("probing_lab")
 
@@ -97,8 +98,7 @@ def add_lm_commands(sub) -> None:
     lm = p.add_subparsers(dest="lm_command", required=True)
 
     def model_args(c):
-        c.add_argument("--model", help="model directory with a softmax, or random:PRESET (default: the shipped model)")
-        c.add_argument("--seed", type=int, default=0, help="seed of a random:PRESET model")
+        add_model_options(c, "model directory with a softmax, or random:PRESET (default: the shipped model)")
 
     c = lm.add_parser("score", help="log P of every token from each direction, one JSON line per input line")
     c.add_argument("--input", required=True, help="text file, one whitespace-tokenized sentence per line")

@@ -61,9 +61,9 @@ from typing import Callable, Optional
 from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
 from ..features.pooling import POOLINGS
-from ..fileio import OutputError, check_inside, check_name
-from ..paths import WORD2VEC_DIR
-from ..settings import read_toml
+from ..fileio import OutputError, atomic_directory, check_inside, check_name, check_output_dir
+from ..paths import WORD2VEC_DIR, probe_runs_dir
+from ..settings import experiment_of, read_toml
 from ..static import StaticEncoder
 from .errors import ExperimentError
 from .own_data import (
@@ -79,7 +79,7 @@ from .own_data import (
 from .plots import write_plots
 from .probes import ProbeConfig
 from .runners import RUNNERS, TASKS
-from .runs import ProbeRun, write_run
+from .runs import RUN_FILES, ProbeRun, write_run
 from .splits import load_splits
 from .structural import StructuralProbeConfig
 from .tasks import SENTENCE_TASKS
@@ -287,29 +287,25 @@ def run_experiment(
     progress: bool = True,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     on_progress: Optional[Callable[[float, str], None]] = None,
+    force: bool = False,
 ) -> ProbeRun:
     """Run an experiment and write its run directory; returns the run (``.path`` is the directory).
+    ``out``: the run directory (default ``$PROBING_LAB_RUNS`` or ``runs/probes``, then NAME-STAMP);
+    an existing one follows ``fileio.check_output_dir`` (``force``: replace an earlier probe run
+    there, or write into a new subfolder of a folder holding other files).
     ``on_progress(fraction, message)`` is called after each probed layer (of the model, then of the
     random-init baseline)."""
     from ..elmo import ElmoBiLM
     from ..model_loading import load_model
     from ..paths import data_dir as resolve_data_dir
 
-    if isinstance(experiment, Experiment):
-        exp = experiment
-    elif isinstance(experiment, dict):
-        exp = Experiment.from_dict(experiment)
-    else:
-        exp = Experiment.load(experiment)
-    if out is not None and (Path(out) / "metrics.json").exists():  # checked before minutes of work
-        raise ExperimentError(f"{out} already holds a probe run (metrics.json); choose another --out or delete it")
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise ExperimentError(f"{out} is a file; --out is the run's folder")
-    if out is None:  # the run directory is named after the experiment (also one made in code, not by from_dict)
-        try:
-            check_name(exp.name, "name")
-        except OutputError as e:
-            raise ExperimentError(f"{exp.source or 'experiment'}: {e}") from None
+    exp = experiment_of(experiment, Experiment)
+    try:  # the run directory is named after the experiment (also one made in code, not by from_dict)
+        check_name(exp.name, "name")
+    except OutputError as e:
+        raise ExperimentError(f"{exp.source or 'experiment'}: {e}") from None
+    if out is not None:  # checked before minutes of work: never into the user's own files (fileio's rule)
+        out = check_output_dir(out, command="probe", force=force, names=RUN_FILES, fresh=exp.name)
     files = None
     if isinstance(exp.dataset, dict):  # the user's files: read and checked before the model loads
         files = load_file_dataset(exp)
@@ -320,8 +316,8 @@ def run_experiment(
         else:
             loaded = load_model(model, seed=model_seed)  # the seed of a random:PRESET model
             encoder = ElmoEncoder(loaded.model, loaded.name)
-    except (FileNotFoundError, ValueError) as e:
-        raise ExperimentError(f"model {model!r}: {e}") from None
+    except (FileNotFoundError, ValueError) as e:  # the message names the model's path or preset
+        raise ExperimentError(str(e)) from None
     if static is not None and (exp.layers != [0] or exp.random_init):
         log(f"{exp.name}: static vectors are one context-free layer: probing layer 0, no random-init baseline")
         exp = replace(exp, layers=[0], random_init=False)
@@ -358,12 +354,13 @@ def run_experiment(
         **(_file_metrics(exp, files) if files else {}),
         "seconds": round(time.perf_counter() - start, 1),
     }
-    root = Path("runs") / "probes"  # a run named after the experiment stays under it (check_name, check_inside)
+    root = probe_runs_dir()  # a run named after the experiment stays under it (check_name, check_inside)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(out) if out else check_inside(root / f"{check_name(exp.name)}-{stamp}", root)
-    run = write_run(run_dir, exp, metrics)
-    write_plots(run, run_dir)
-    if files is not None:
-        write_split(run_dir / "split.json", files)
+    run_dir = Path(out) if out else check_inside(root / f"{exp.name}-{stamp}", root)
+    with atomic_directory(run_dir, command="probe", keep=("data",)) as tmp:  # the whole run at once, or nothing
+        written = write_run(tmp, exp, metrics)
+        write_plots(written, tmp)
+        if files is not None:
+            write_split(tmp / "split.json", files)
     log(f"{exp.name}: wrote {run_dir} in {metrics['seconds']:.0f} s")
-    return run
+    return replace(written, path=run_dir)

@@ -129,9 +129,14 @@ def load_file_dataset(exp) -> FileDataset:
     else:
         read = {role: read_labelled_file(table[role], fmt, label, max_tokens) for role in ROLES if role in table}
     files = [{"role": role, **file_record(table[role])} for role in read]
-    _check_labels(exp.task, read["train"][0], table["train"])
+    try:
+        _check_labels(exp.task, read["train"][0], table["train"])
+    except NoLabels:
+        if fmt != "conllu" or exp.task != "token_label":
+            raise
+        raise DatasetFormatError(_label_not_in_file(table["train"], label, max_tokens)) from None
     if exp.task in T.SPAN_TASKS:
-        _check_span_kinds(read)
+        _check_span_kinds(read, table)
     missing = [role for role in ("dev", "test") if role not in read]
     sentences, how, lines = {}, {}, {}
     if missing:
@@ -181,12 +186,31 @@ def _labelled_task(task: str) -> bool:
     return task in T.TOKEN_TASKS or task in T.SENTENCE_TASKS or task in T.SPAN_TASKS or task.startswith("wsd_")
 
 
+class NoLabels(DatasetFormatError):
+    """Not one example of the file has a label."""
+
+
+def _label_not_in_file(path: str, label: str, max_tokens: int) -> str:
+    """Why a CoNLL-U file gives no label for ``label``: the label columns it has, with their token
+    counts, and the closest name (a feature's name is case-sensitive: ``feats:number`` is not ``feats:Number``)."""
+    import difflib
+
+    from ..datasets.summary import summarise_file
+
+    columns = summarise_file(path, "conllu", max_tokens=max_tokens).columns
+    have = ", ".join(f"{c} ({n:,} tokens)" for c, n in columns.items()) or "none"
+    by_case = [c for c in columns if c.lower() == label.lower()]
+    close = by_case or difflib.get_close_matches(label, list(columns), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{path}: no token has the label {label!r}: nothing to probe. The file's label columns: {have}{hint}"
+
+
 def _check_labels(task: str, sentences, where: str) -> None:
     labels = [label for label in _labels(task, sentences) if label is not None]
     if not _labelled_task(task):
         return
     if not labels:
-        raise DatasetFormatError(f"{where}: no labelled token (every label is '_'): nothing to probe")
+        raise NoLabels(f"{where}: no labelled token (every label is '_'): nothing to probe")
     if task.startswith("wsd_"):
         senses = Counter(label for _, label in labels)
         groups = {g for g, _ in labels}
@@ -205,19 +229,21 @@ def _check_labels(task: str, sentences, where: str) -> None:
         )
 
 
-def _check_span_kinds(read: dict) -> None:
-    """Every example of a span task has one span, or every one has two: a probe reads one kind."""
-    kinds = {
-        role: {(e.span2 is not None): e.line for s in sentences for e in s.spans}
+def _check_span_kinds(read: dict, table: dict) -> None:
+    """Every example of a span task has one span, or every one has two: a probe reads one kind. A
+    mix is refused naming the first two lines, in file order, that disagree."""
+    found = (
+        (table[role], line, e.span2 is not None)
         for role, (sentences, _) in read.items()
-    }
-    both = {kind for found in kinds.values() for kind in found}
-    if len(both) > 1:
-        pair = next((role, found[True]) for role, found in kinds.items() if True in found)
-        single = next((role, found[False]) for role, found in kinds.items() if False in found)
+        for line, e in sorted(((e.line, e) for s in sentences for e in s.spans), key=lambda x: x[0])
+    )
+    first = next(found, None)
+    other = next((f for f in found if f[2] != first[2]), None) if first else None
+    if other is not None:
+        kind = {True: "a span pair (span2)", False: "a single span (no span2)"}
         raise DatasetFormatError(
-            f"line {pair[1]} of the {pair[0]} file has span2, line {single[1]} of the {single[0]} file has not: "
-            "a task probes single spans or span pairs, not both (put them in two files)"
+            f"{first[0]}:{first[1]} has {kind[first[2]]}, {other[0]}:{other[1]} has {kind[other[2]]}: a task "
+            "probes single spans or span pairs, not both (put them in two files)"
         )
 
 
@@ -270,12 +296,19 @@ def default_name(path: str) -> str:
 
 
 def quick_experiment(
-    path: str, fmt: str, label: Optional[str] = None, task: Optional[str] = None, layers: Optional[list] = None
+    path: str,
+    fmt: str,
+    label: Optional[str] = None,
+    task: Optional[str] = None,
+    layers: Optional[list] = None,
+    max_tokens: Optional[int] = None,
 ) -> dict:
     """The experiment ``probing-lab probe --data FILE --format FMT ...`` runs (a dict for ``from_dict``)."""
     data: dict = {"dataset": {"format": fmt, "train": path}}
     if label is not None:
         data["dataset"]["label"] = label
+    if max_tokens is not None:
+        data["dataset"]["max_tokens"] = max_tokens
     if task is not None:
         data["task"] = task
     if layers is not None:

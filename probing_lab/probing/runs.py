@@ -18,6 +18,13 @@ import numpy as np
 from ..features.activations import layer_label, split_half
 from ..fileio import atomic_path
 
+# the files of a probe run directory (how a run written before fileio's run marker is recognised)
+RUN_FILES = (
+    *("experiment.toml", "experiment.json", "seed.txt", "metrics.json"),
+    *("table.md", "table.csv", "plot.png", "plot.html", "split.json"),
+    "data",  # a file the app staged for the run (an upload), kept with it
+)
+
 
 def layer_order(keys) -> list[str]:
     """Layer keys in reading order: the model's layers by number, each followed by its forward and

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 
 from ..argtypes import non_negative_int, positive_int
+from ..command_line import add_output_folder, from_args
 
 
 def cmd_word2vec(args: argparse.Namespace) -> int:
@@ -15,22 +15,7 @@ def cmd_word2vec(args: argparse.Namespace) -> int:
 
     if not args.verbose:  # gensim logs a line a second at INFO; our own progress line is enough
         logging.getLogger("gensim").setLevel(logging.WARNING)
-    try:
-        card = train_word2vec(
-            args.corpus,
-            args.out,
-            dim=args.dim,
-            top=args.top,
-            epochs=args.epochs,
-            window=args.window,
-            min_count=args.min_count,
-            seed=args.seed,
-            workers=args.workers,
-            force=args.force,
-        )
-    except ImportError as e:
-        print(f"probing-lab word2vec: error: {e}", file=sys.stderr)
-        return 2
+    card = from_args(train_word2vec, args, corpus_dir=args.corpus, out_dir=args.out)
     print(json.dumps(card, indent=2))
     return 0
 
@@ -43,7 +28,7 @@ def add_word2vec_command(sub) -> None:
         "(float16, the TOP most frequent words), OUT/vocab.txt and OUT/card.json. Needs gensim (the word2vec extra).",
     )
     p.add_argument("--corpus", required=True, help="a folder written by `probing-lab corpus build`")
-    p.add_argument("--out", required=True, help="output folder (written as a whole; e.g. data/models/word2vec-lab)")
+    add_output_folder(p, "output folder (written as a whole; e.g. data/models/word2vec-lab)")
     p.add_argument("--dim", type=positive_int, default=100, help="vector size (default 100)")
     p.add_argument("--top", type=positive_int, default=40000, help="keep the TOP most frequent words (default 40000)")
     p.add_argument("--epochs", type=positive_int, default=5, help="passes over the corpus (default 5)")
@@ -53,5 +38,4 @@ def add_word2vec_command(sub) -> None:
     p.add_argument(
         "--workers", type=positive_int, default=2, help="training threads (default 2; 1 gives reproducible vectors)"
     )
-    p.add_argument("--force", action="store_true", help="replace --out when it is not empty")
     p.set_defaults(func=cmd_word2vec)

@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
+from ..command_line import MissingExtra
 from ..fileio import atomic_directory, atomic_path, check_output_dir
 
 VECTORS_FILE = "vectors.safetensors"
@@ -137,12 +138,14 @@ def train_word2vec(
         raise ValueError(f"--min-count must be at least 1, got {min_count}")
     corpus_dir = Path(corpus_dir)
     shards = corpus_shards(corpus_dir)
-    check_output_dir(out_dir, corpus_dir, *shards, force=force, option="--out")
+    out_dir = check_output_dir(
+        out_dir, corpus_dir, *shards, command="word2vec", force=force, names=(VECTORS_FILE, VOCAB_FILE, CARD_FILE)
+    )
     try:
         import gensim
         from gensim.models import Word2Vec
     except ImportError:
-        raise ImportError(
+        raise MissingExtra(
             "training word2vec needs gensim: pip install 'probing-lab[word2vec]' (or gensim==4.4.0); "
             "loading trained vectors does not"
         ) from None
@@ -206,7 +209,7 @@ def train_word2vec(
     }
     from safetensors.numpy import save_file
 
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, command="word2vec") as tmp:
         with atomic_path(tmp / VECTORS_FILE) as p:  # atomic_path gives the file the umask's permissions
             save_file({TENSOR_KEY: half}, str(p), metadata={"format": "probing-lab word2vec 1"})
         with atomic_path(tmp / VOCAB_FILE) as p:

@@ -238,6 +238,10 @@ def truncate_jsonl(path: Path, last_step: int) -> None:
 
 WARM_START_FILES = ("lm.safetensors", "options.json", "info.json", "state.safetensors", "trainer.json")
 RUN_LOGS = ("config.json", "metrics.jsonl", "curves.jsonl")
+# what `probing-lab export` writes (a model folder, or a warm-start state): how an export written before
+# fileio's run marker is recognised
+EXPORT_FILES = (*WARM_START_FILES, *RUN_LOGS, "model.safetensors", "model_card.json", SOFTMAX_WEIGHTS, SOFTMAX_VOCAB)
+EXPORT_FILES += ("training_metrics.jsonl",)
 
 
 def export_warm_start(run_dir: str | Path, out: str | Path, vocab: Optional[str | Path] = None) -> Path:
@@ -251,7 +255,7 @@ def export_warm_start(run_dir: str | Path, out: str | Path, vocab: Optional[str 
     latest = latest_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None
     if latest is None:
         raise TrainingError(f"{run_dir}: not a run directory with a checkpoint; give the --out of `probing-lab train`")
-    with atomic_directory(out) as tmp:  # the whole folder at once: nothing of an earlier state stays
+    with atomic_directory(out, command="export") as tmp:  # the whole folder at once: nothing of an earlier state stays
         _write_warm_start(latest, run_dir, tmp, vocab)
     return out
 

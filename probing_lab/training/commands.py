@@ -10,8 +10,12 @@ import math
 from pathlib import Path
 
 from ..argtypes import positive_int
+from ..command_line import add_output_folder, output_folder
 
 log = logging.getLogger("probing_lab")
+
+
+TRAIN_RUN_FILES = ("config.json", "metrics.jsonl", "curves.jsonl", "checkpoints", "snapshots")  # a training run's
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -19,6 +23,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .trainer import train
 
     config = TrainConfig.load(args.config)
+    out = output_folder(args, "train", args.corpus, names=TRAIN_RUN_FILES, resumable=True)  # not into your files
     evaluate = None
     if config.eval_every_steps:  # load the probe data now: a missing dataset fails before any training
         from ..probing.curves import QuickEval
@@ -27,11 +32,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume_from:
         from .checkpoint import restore_warm_start
 
-        restore_warm_start(args.resume_from, args.out)
+        restore_warm_start(args.resume_from, out)
     summary = train(
         config,
         args.corpus,
-        args.out,
+        out,
         resume=args.resume or bool(args.resume_from),
         progress=not args.quiet,
         evaluate=evaluate,
@@ -44,7 +49,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         summary["total_steps"],
         summary["tokens_seen"],
         summary["wall_time_s"],
-        args.out,
+        out,
     )
     return 130 if summary["interrupted"] else 0
 
@@ -84,22 +89,21 @@ def cmd_eval_lm(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
-    from ..fileio import atomic_directory, check_output_dir
-    from .checkpoint import export_encoder, export_warm_start
+    from ..fileio import atomic_directory
+    from .checkpoint import EXPORT_FILES, export_encoder, export_warm_start
 
-    inputs = (args.run, args.card, args.corpus)
-    check_output_dir(args.out, *inputs, force=args.force)  # not a file, not holding an input, empty unless --force
+    out = output_folder(args, "export", args.run, args.card, args.corpus, names=EXPORT_FILES)
     if args.warm_start:
         log.info(
             "wrote %s (warm-start state; continue with `probing-lab train --resume-from %s`)",
-            export_warm_start(args.run, args.out, Path(args.corpus) / "vocab.txt" if args.corpus else None),
-            args.out,
+            export_warm_start(args.run, out, Path(args.corpus) / "vocab.txt" if args.corpus else None),
+            out,
         )
         return 0
     card = _read_card(args.card) if args.card else None
     if args.with_softmax and not args.corpus:
         raise ValueError("--with-softmax needs --corpus (the corpus the run was trained on: its vocab.txt)")
-    with atomic_directory(args.out) as tmp:  # the whole folder at once: nothing of an earlier export stays
+    with atomic_directory(out, command="export") as tmp:  # the whole folder at once: nothing of an earlier export stays
         export_encoder(
             args.run,
             tmp,
@@ -107,7 +111,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             card=card,
             softmax_vocab=Path(args.corpus) / "vocab.txt" if args.with_softmax else None,
         )
-    log.info("wrote %s", args.out)
+    log.info("wrote %s", out)
     return 0
 
 
@@ -143,7 +147,7 @@ def add_training_commands(sub) -> None:
     p = sub.add_parser("train", help="train the biLM (also under torchrun for DistributedDataParallel)")
     p.add_argument("--config", required=True, help="training config JSON (see configs/train/)")
     p.add_argument("--corpus", required=True, help="folder written by `probing-lab corpus build`")
-    p.add_argument("--out", required=True, help="run directory")
+    add_output_folder(p, "run directory", resumable=True)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument(
         "--resume-from",
@@ -168,7 +172,7 @@ def add_training_commands(sub) -> None:
 
     p = sub.add_parser("export", help="a training run -> a model directory the lab loads")
     p.add_argument("run", help="run directory (its latest checkpoint), checkpoint or snapshot")
-    p.add_argument("--out", required=True)
+    add_output_folder(p, "the model folder to write")
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
     p.add_argument("--card", help="JSON file merged into the model card")
     p.add_argument(
@@ -183,7 +187,6 @@ def add_training_commands(sub) -> None:
         help="instead: the run's latest checkpoint with its softmax in float16, without optimizer moments, "
         "small enough to commit (continue it with `train --resume-from`)",
     )
-    p.add_argument("--force", action="store_true", help="replace --out as a whole when it is not empty")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(

@@ -41,11 +41,14 @@ import numpy as np
 import torch
 
 from ..features.cache import ElmoEncoder, extract_features
-from ..fileio import atomic_path, check_inside
+from ..fileio import atomic_path, check_inside, check_output_dir
+from ..settings import experiment_of
 from .config import INPUTS, TransferError, TransferExperiment  # noqa: F401 (the public names)
 from .data import METRIC, check_labels, load_files, load_task, subset  # noqa: F401 (load_files: E.load_files in tests)
 from .report import error_reduction, summarize
 from .tagger import ElmoBatch, predict, score, train_tagger
+
+RUN_FILES = ("experiment.json", "cells.jsonl", "metrics.json")  # a transfer run directory's files
 
 
 class TokenLayers:
@@ -153,8 +156,6 @@ def _prepare_run_dir(run_dir: Path, exp: TransferExperiment, model_name: str) ->
             )
         if (run_dir / "metrics.json").is_file():
             raise TransferError(f"{run_dir} already holds a finished transfer run (metrics.json); choose another --out")
-    elif run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise TransferError(f"{run_dir} exists and is not a transfer run directory; choose another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(meta) as tmp:
         tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -273,20 +274,19 @@ def run_transfer(
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     on_progress: Optional[Callable[[float, str], None]] = None,
     workers: int = 1,
+    force: bool = False,
 ) -> Path:
     """Run (or resume) a transfer experiment; returns the run directory. ``workers`` > 1 trains
     that many cells at once, each in its own process with one thread (the same numbers: each cell
-    is seeded on its own)."""
+    is seeded on its own). ``force``: a folder ``out`` that holds other files gets the run in a new
+    subfolder (``fileio.check_output_dir``)."""
     from ..model_loading import load_model
 
-    if isinstance(experiment, TransferExperiment):
-        exp = experiment
-    elif isinstance(experiment, dict):
-        exp = TransferExperiment.from_dict(experiment)
-    else:
-        exp = TransferExperiment.load(experiment)
+    exp = experiment_of(experiment, TransferExperiment)
     if not isinstance(workers, int) or workers < 1:
         raise TransferError(f"workers must be a whole number >= 1, got {workers!r}")
+    if out is not None:  # an earlier run of it is continued; the user's own files are never written over
+        out = check_output_dir(out, command="transfer", force=force, names=RUN_FILES, fresh=exp.name, resumable=True)
     start = time.perf_counter()
     sets, metric = _load_sets(exp, data_dir)
     unseen = check_labels(sets, exp.task)
