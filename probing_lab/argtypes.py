@@ -36,3 +36,16 @@ def layer_list(text: str) -> list:
     if not all(items):
         raise argparse.ArgumentTypeError(f"expected layers separated by commas, e.g. 0,1,2, got {text!r}")
     return [int(item) if item.isdigit() else item for item in items]
+
+
+def seed_list(text: str) -> list[int]:
+    """``0,1,2`` -> ``[0, 1, 2]``: whole numbers >= 0, none repeated (``stats.check_seeds``)."""
+    from .stats import check_seeds
+
+    items = [item.strip() for item in text.split(",")]
+    if not all(item.lstrip("-").isdigit() for item in items):
+        raise argparse.ArgumentTypeError(f"expected seeds separated by commas, e.g. 0,1,2, got {text!r}")
+    try:
+        return check_seeds([int(item) for item in items])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from .analysis.commands import add_compare_command
-from .argtypes import layer_list, positive_int
+from .argtypes import layer_list, positive_int, seed_list
 from .causal.commands import add_causal_commands
 from .command_line import MODEL_HELP, add_model_options, add_output_folder, output_folder, run_command
 from .corpus.commands import add_corpus_commands
@@ -156,8 +156,10 @@ QUICK_OPTIONS = ("format", "label", "task", "layers", "max_tokens")  # the optio
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from .datasets.files import FORMATS
-    from .probing.experiment import run_experiment
+    from .probing.experiment import Experiment, run_experiment
 
     if args.snapshots:
         return _probe_snapshots(args)
@@ -171,6 +173,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if not args.format:
             raise ValueError(f"--data needs --format ({', '.join(FORMATS)})")
         exp = quick_experiment(args.data, args.format, args.label, args.task, args.layers, args.max_tokens)
+        if args.seeds:
+            exp["seeds"] = args.seeds
         run = run_experiment(
             exp, model=args.model, out=args.out, progress=not args.quiet, log=log.info, force=args.force
         )
@@ -186,8 +190,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
         out = args.out
         if len(args.experiments) > 1 and args.out:  # one folder per experiment, named after its file
             out = str(check_inside(Path(args.out) / check_name(Path(path).stem, "experiment file name"), args.out))
+        exp = Experiment.load(path)
+        if args.seeds:
+            exp = dataclasses.replace(exp, seeds=args.seeds, seed=args.seeds[0])
         run = run_experiment(
-            path,
+            exp,
             model=args.model,
             out=out,
             data_dir=args.data_dir,
@@ -254,7 +261,7 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .causal.report import is_causal_run
     from .causal.report import report as causal_report
-    from .probing.runs import report
+    from .probing.runs import compare_report, report
     from .transfer.experiment import is_transfer_run
     from .transfer.experiment import report as transfer_report
 
@@ -265,7 +272,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     transfer = [r for r in runs if is_transfer_run(r)]
     causal = [r for r in runs if r not in transfer and is_causal_run(r)]
     probes = [r for r in args.runs if r not in transfer and r not in causal]
+    if args.compare and len(probes) != 2:
+        raise ValueError(f"--compare takes two probe runs on the same test set, got {len(probes)}")
     parts = [report(probes)] if probes else []
+    if args.compare:
+        parts.append(compare_report(*probes))
     parts += [transfer_report(transfer)] if transfer else []
     parts += [causal_report(causal)] if causal else []
     print("\n".join(parts), end="")
@@ -354,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data-dir", help="datasets folder (default $PROBING_LAB_DATA)")
     p.add_argument(
+        "--seeds",
+        type=seed_list,
+        help="e.g. 0,1,2: refit the probes with each seed on the same features (mean and sd beside the intervals)",
+    )
+    p.add_argument(
         "--snapshots", metavar="RUN", help="run the experiment on every snapshot of this training run (emergence)"
     )
     p.add_argument("--quiet", action="store_true")
@@ -402,6 +418,11 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="probe runs -> one tasks x layers x models table; transfer and causal runs -> their tables"
     )
     p.add_argument("runs", nargs="+")
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="two probe runs on the same test set: run A against run B per layer (paired bootstrap)",
+    )
     p.set_defaults(func=cmd_report)
     return parser
 

@@ -472,12 +472,12 @@ def test_sense_centroids_by_hand():
 
 
 def test_head_selection_accuracy_by_hand():
-    from probing_lab.probing.runners.arc import _group_accuracy
+    from probing_lab.probing.runners.arc import _group_right
 
     scores = np.array([0.9, 0.1, 0.2, 0.3, 0.8, 0.1])  # two dependents, three candidates each
     labels = np.array([1, 0, 0, 1, 0, 0])  # the gold head comes first in each group
     groups = np.array([0, 0, 0, 1, 1, 1])
-    assert _group_accuracy(scores, labels, groups) == 0.5
+    assert _group_right(scores, labels, groups).tolist() == [True, False]  # per dependent: the unit of its sentence
 
 
 def test_confusion_matrix_and_per_label_rows_by_hand():

@@ -51,12 +51,15 @@ is the same without an experiment file.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
+
+import numpy as np
 
 from ..features.activations import layer_number, split_half
 from ..features.cache import ElmoEncoder
@@ -65,6 +68,8 @@ from ..fileio import OutputError, atomic_directory, check_inside, check_name, ch
 from ..paths import WORD2VEC_DIR, probe_runs_dir
 from ..settings import experiment_of, read_toml
 from ..static import StaticEncoder
+from ..stats import SMALL_UNITS, check_seeds
+from . import intervals
 from .errors import ExperimentError
 from .own_data import (
     DEFAULT_TASK,
@@ -100,6 +105,7 @@ class Experiment:
     mdl: bool = True
     random_init: bool = True
     negatives: int = 3  # dep_arc only
+    seeds: Optional[list] = None  # [0, 1, 2]: the probes refitted with each seed (the first is `seed`)
     probe: dict = field(default_factory=dict)
     description: str = ""
     train_dataset: Optional[str] = None  # when training data comes from another dataset (WSD: WordNet examples)
@@ -150,6 +156,12 @@ class Experiment:
             )
         if not isinstance(exp.negatives, int) or isinstance(exp.negatives, bool) or exp.negatives < 1:
             raise ExperimentError(f"{where}: negatives must be an integer >= 1, got {exp.negatives!r}")
+        if exp.seeds is not None:
+            try:
+                exp.seeds = check_seeds(exp.seeds)
+            except ValueError as e:
+                raise ExperimentError(f"{where}: {e}") from None
+            exp.seed = exp.seeds[0]
         for name in ("seed", "max_train_sentences"):
             value = getattr(exp, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -255,7 +267,49 @@ def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_contr
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
     splits = load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
-    return RUNNERS[exp.task](exp, splits, with_controls, report)
+    if with_controls:  # before any fit: how much the test set can tell
+        n = len(splits["test"].sentences)
+        report.log(
+            f"  test set: {n} sentences" + (f" (fewer than {SMALL_UNITS}: a small test set)" if n < SMALL_UNITS else "")
+        )
+    layers, extra = RUNNERS[exp.task](exp, splits, with_controls, report)
+    extra["_test"]["items"] = _items(exp, splits["test"])
+    return layers, extra
+
+
+def _items(exp: Experiment, test) -> str:
+    """What a run's test items are, as a hash: the test words, the task and the label probed (two
+    runs with the same one can be compared item by item)."""
+    import hashlib
+
+    h = hashlib.sha256(
+        json.dumps([exp.task, exp.dataset.get("label") if isinstance(exp.dataset, dict) else None]).encode()
+    )
+    for word in test.words:
+        h.update(word.encode("utf-8") + b"\x1f")
+    return h.hexdigest()
+
+
+def _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, layers) -> Optional[dict]:
+    """``seeds = [...]`` beyond the first: the probes refitted with each seed on the same cached
+    features (an own file without dev/test is split again with it), without control, MDL or
+    random init: per layer the scores, their mean and sd (the probe's variance, beside the
+    bootstrap's test-set variance)."""
+    if not exp.seeds or len(exp.seeds) < 2:
+        return None
+    scores = {k: [v["score"]] for k, v in layers.items()}
+    for seed in exp.seeds[1:]:
+        report.log(f"  seed {seed}:")
+        other = replace(exp, seed=seed, control=False, mdl=False)
+        again = load_file_dataset(other) if files is not None and files.split.get("carved_from") else files
+        for key, entry in _run_one(other, encoder, data_dir, cache_dir, progress, False, report, again)[0].items():
+            scores[key].append(entry["score"])
+    return {
+        "seeds": list(exp.seeds),
+        "layers": {
+            k: {"scores": v, "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1))} for k, v in scores.items()
+        },
+    }
 
 
 def _file_metrics(exp: Experiment, files: FileDataset) -> dict:
@@ -325,9 +379,12 @@ def run_experiment(
     start = time.perf_counter()
     dataset = exp.dataset if files is None else describe(exp.dataset)
     log(f"{exp.name}: task {exp.task} on {dataset} with {encoder.name}")
-    report = RunProgress(log, on_progress, len(exp.layer_keys) * (2 if exp.random_init else 1))
+    runs = (2 if exp.random_init else 1) + max(len(exp.seeds or []) - 1, 0)
+    report = RunProgress(log, on_progress, len(exp.layer_keys) * runs)
     layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, files)
+    test = extra.pop("_test")
     baselines = {"majority": extra.pop("majority")}
+    random_layers = None
     if exp.random_init:
         log("  random-init model of the same shape:")
         import torch
@@ -338,6 +395,7 @@ def run_experiment(
             exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, report, files
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
+    seed_scores = _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, layers)
     for entry in layers.values():
         for k in ("control_score", "selectivity", "mdl_bits", "context_score"):
             entry.setdefault(k, None)
@@ -352,13 +410,18 @@ def run_experiment(
         "baselines": baselines,
         **extra,
         **(_file_metrics(exp, files) if files else {}),
-        "seconds": round(time.perf_counter() - start, 1),
+        **({"seeds": seed_scores} if seed_scores else {}),
     }
+    predictions = intervals.attach(metrics, layers, random_layers, test, exp.seed)
+    metrics["seconds"] = round(time.perf_counter() - start, 1)
+    for line in intervals.run_verdicts(metrics):
+        log(f"{exp.name}: {line}")
     root = probe_runs_dir()  # a run named after the experiment stays under it (check_name, check_inside)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) if out else check_inside(root / f"{exp.name}-{stamp}", root)
     with atomic_directory(run_dir, command="probe", keep=("data",)) as tmp:  # the whole run at once, or nothing
         written = write_run(tmp, exp, metrics)
+        intervals.save_predictions(tmp / intervals.PREDICTIONS, predictions)
         write_plots(written, tmp)
         if files is not None:
             write_split(tmp / "split.json", files)

@@ -164,11 +164,20 @@ def fit_structural_probe(
     kept_pred = [p[np.ix_(k, k)] if kind == "distance" else p[k] for p, k in zip(predictions, keep)]
     kept_gold = [g[np.ix_(k, k)] if kind == "distance" else g[k] for g, k in zip(data["test"][1], keep)]
     spearman = T.spearman_by_length(kept_pred, kept_gold)
-    if kind == "distance":
-        score = T.uuas(predictions, heads, keep)
-        return {"score": score, "uuas": score, "spearman": spearman, "dev_loss": best, "rank": rank}
-    score = T.root_accuracy(predictions, heads, keep)
-    return {"score": score, "root_accuracy": score, "spearman": spearman, "dev_loss": best, "rank": rank}
+    per_sentence = T.uuas_per_sentence if kind == "distance" else T.root_per_sentence
+    right, total = per_sentence(predictions, heads, keep)
+    score = float(right.sum() / total.sum()) if total.sum() else float("nan")
+    name = "uuas" if kind == "distance" else "root_accuracy"
+    # per sentence (the unit of the bootstrap): right edges (roots) and gold edges (countable roots)
+    return {
+        "score": score,
+        name: score,
+        "spearman": spearman,
+        "dev_loss": best,
+        "rank": rank,
+        "_value": right,
+        "_weight": total,
+    }
 
 
 @torch.no_grad()

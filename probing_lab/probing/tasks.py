@@ -240,17 +240,23 @@ def gold_edges(heads: Sequence[int], keep: np.ndarray) -> set[tuple[int, int]]:
     return edges
 
 
+def uuas_per_sentence(
+    predicted: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per sentence: the gold edges the predicted minimum spanning tree has, and the gold edges."""
+    right, total = np.zeros(len(heads)), np.zeros(len(heads))
+    for i, (dist, h, k) in enumerate(zip(predicted, heads, keep)):
+        gold = gold_edges(h, k)
+        if gold:
+            right[i] = len(minimum_spanning_edges(dist[np.ix_(k, k)]) & gold)
+            total[i] = len(gold)
+    return right, total
+
+
 def uuas(predicted: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]) -> float:
     """Undirected unlabelled attachment score, micro-averaged over sentences."""
-    correct = total = 0
-    for dist, h, k in zip(predicted, heads, keep):
-        gold = gold_edges(h, k)
-        if not gold:
-            continue
-        sub = dist[np.ix_(k, k)]
-        correct += len(minimum_spanning_edges(sub) & gold)
-        total += len(gold)
-    return correct / total if total else float("nan")
+    right, total = uuas_per_sentence(predicted, heads, keep)
+    return float(right.sum() / total.sum()) if total.sum() else float("nan")
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -281,19 +287,27 @@ def spearman_by_length(predicted: Sequence[np.ndarray], gold: Sequence[np.ndarra
     return float(np.mean(means)) if means else float("nan")
 
 
+def root_per_sentence(
+    predicted_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per sentence: 1 when the shallowest predicted non-punctuation token is the gold root, and
+    whether the sentence counts (its root is not punctuation)."""
+    hits, total = np.zeros(len(heads)), np.zeros(len(heads))
+    for i, (d, h, k) in enumerate(zip(predicted_depths, heads, keep)):
+        root = [j for j, x in enumerate(h) if x == 0][0]
+        if k[root]:
+            candidates = np.flatnonzero(k)
+            hits[i] = int(candidates[np.argmin(d[candidates])] == root)
+            total[i] = 1
+    return hits, total
+
+
 def root_accuracy(
     predicted_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]], keep: Sequence[np.ndarray]
 ) -> float:
     """How often the shallowest predicted non-punctuation token is the gold root."""
-    hits = total = 0
-    for d, h, k in zip(predicted_depths, heads, keep):
-        root = [i for i, x in enumerate(h) if x == 0][0]
-        if not k[root]:
-            continue
-        candidates = np.flatnonzero(k)
-        hits += int(candidates[np.argmin(d[candidates])] == root)
-        total += 1
-    return hits / total if total else float("nan")
+    hits, total = root_per_sentence(predicted_depths, heads, keep)
+    return float(hits.sum() / total.sum()) if total.sum() else float("nan")
 
 
 # --- word sense ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...stats import unit_ids
 from ..probes import fit_probe
 from ..splits import Split
 
@@ -19,7 +20,8 @@ TASKS = ("dep_arc",)
 def _arc_pairs(split: Split, key: str, n_negative: int, rng, max_dependents: Optional[int] = None):
     """Pairs (dependent, candidate head): the gold head and ``n_negative`` other tokens of the
     sentence. Features ``[x_dep, x_cand, x_dep * x_cand]``; returns features, labels (1 = head),
-    the group of each pair (one per dependent) and each candidate's distance to the dependent."""
+    the group of each pair (one per dependent), each candidate's distance to the dependent and
+    each group's sentence (its first token's row)."""
     layer = split.layer(key)
     rows, labels, groups, distances = [], [], [], []
     deps = []
@@ -42,14 +44,15 @@ def _arc_pairs(split: Split, key: str, n_negative: int, rng, max_dependents: Opt
             distances.append(abs(i - j))
     rows = np.array(rows)
     a, b = layer[rows[:, 0]], layer[rows[:, 1]]
-    return np.concatenate([a, b, a * b], axis=1), np.array(labels), np.array(groups), np.array(distances)
+    sentence = np.array([off for off, _, _, _ in deps])
+    return np.concatenate([a, b, a * b], axis=1), np.array(labels), np.array(groups), np.array(distances), sentence
 
 
-def _group_accuracy(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> float:
-    """Fraction of dependents whose gold head scores highest among their candidates."""
+def _group_right(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per dependent (in group order): whether its gold head scores highest among its candidates."""
     order = np.lexsort((-scores, groups))
     first = np.r_[True, groups[order][1:] != groups[order][:-1]]
-    return float(labels[order][first].mean())
+    return labels[order][first].astype(bool)
 
 
 def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
@@ -63,10 +66,19 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         for role, split in splits.items():
             rng = np.random.default_rng([exp.seed, ("train", "dev", "test").index(role)])
             data[role] = _arc_pairs(split, key, n_negative, rng, 60_000 if role == "train" else None)
-        (X, y, _, _), (Xd, yd, _, _), (Xt, yt, gt, dt) = data["train"], data["dev"], data["test"]
+        (X, y, *_), (Xd, yd, *_), (Xt, yt, gt, dt, sentence) = data["train"], data["dev"], data["test"]
         probe = fit_probe(X, y, Xd, yd, 2, config)
-        score = _group_accuracy(probe.predict_proba(Xt)[:, 1], yt, gt)
-        nearest = _group_accuracy(-dt.astype(float), yt, gt)
-        results[key] = {"score": score, "pair_accuracy": probe.accuracy(Xt, yt), "candidates": n_negative + 1}
-        report.layer_done(f"  layer {key}: head selection {score:.4f}")
-    return results, {"majority": nearest, "majority_is": "the candidate nearest to the dependent in the sentence"}
+        value = _group_right(probe.predict_proba(Xt)[:, 1], yt, gt)
+        nearest = _group_right(-dt.astype(float), yt, gt)
+        results[key] = {
+            "score": float(value.mean()),
+            "pair_accuracy": probe.accuracy(Xt, yt),
+            "candidates": n_negative + 1,
+            "_value": value,
+        }
+        report.layer_done(f"  layer {key}: head selection {value.mean():.4f}")
+    return results, {
+        "majority": float(nearest.mean()),
+        "majority_is": "the candidate nearest to the dependent in the sentence",
+        "_test": {"unit": unit_ids(sentence), "unit_name": "sentence", "majority": nearest},
+    }

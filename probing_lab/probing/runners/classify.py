@@ -1,6 +1,11 @@
 """One layer of a classification probe, shared by the token, sentence and span tasks: the probe's
 test score and confusion, the control task's score, selectivity and MDL, and the task's online-code
-MDL."""
+MDL.
+
+The runners' contract for uncertainty (``probing.intervals``): each layer's entry carries
+``_value`` (per test item: 1 right, 0 wrong; or a count with ``weight``), optionally ``_pred``
+(label ids), ``_control_value`` and ``_context_value``; the extra carries ``_test``: the unit of
+each test item (``unit``), the unit's name, and ``majority`` (the simple baseline's values)."""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ def classify_layer(
     predicted = probe.predict(X["test"])
     entry = {
         "score": float((predicted == y["test"]).mean()),
+        "_pred": predicted,  # the test predictions (label ids): kept with the run, scored per unit (intervals)
+        "_value": predicted == y["test"],
         "dev_score": probe.dev_accuracy,
         "epochs": probe.epochs_run,
         "confusion": T.confusion_matrix(y["test"], predicted, n_labels),
@@ -33,7 +40,8 @@ def classify_layer(
         entry["mix_weights"] = mix
     if control:
         cprobe = fit(X["train"], control["train"], X["dev"], control["dev"], n_labels, config)
-        entry["control_score"] = cprobe.accuracy(X["test"], control["test"])
+        entry["_control_value"] = cprobe.predict(X["test"]) == control["test"]
+        entry["control_score"] = float(entry["_control_value"].mean())
         entry["selectivity"] = entry["score"] - entry["control_score"]
     if mdl:
         X_ordered = X["train"][order]

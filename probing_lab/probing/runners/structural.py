@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ..structural import fit_structural_probe
 
 TASKS = ("structural_distance", "structural_depth")
@@ -22,4 +24,8 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         metrics["seconds"] = round(time.perf_counter() - t0, 2)
         report.layer_done(f"  layer {key}: score {metrics['score']:.4f} spearman {metrics['spearman']:.3f}")
         results[key] = metrics
-    return results, {"majority": None}
+    weight = next(iter(results.values()))["_weight"]  # the gold edges (or countable roots): the same for every layer
+    for entry in results.values():
+        del entry["_weight"]
+    unit = np.arange(len(weight))
+    return results, {"majority": None, "_test": {"unit": unit, "unit_name": "sentence", "weight": weight}}

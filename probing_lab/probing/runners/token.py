@@ -15,6 +15,12 @@ from .classify import classify_layer
 TASKS = T.TOKEN_TASKS
 
 
+def sentence_ids(offsets) -> np.ndarray:
+    """The sentence of every token, from the ``(n_sentences + 1,)`` token offsets."""
+    offsets = np.asarray(offsets)
+    return np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+
+
 def _labelled(split, task: str) -> tuple[list[str], list[str], np.ndarray | None]:
     """The labels and words of a split's labelled tokens, and their rows (None: every token)."""
     labels = T.token_labels(split.sentences, task)
@@ -55,9 +61,18 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         )
         results[key] = entry
         del vectors
-    majority = T.accuracy(T.majority_per_type(words["train"], labels["train"], words["test"]), labels["test"])
+    majority = np.asarray(T.majority_per_type(words["train"], labels["train"], words["test"])) == np.asarray(
+        labels["test"]
+    )
+    sentence_of = sentence_ids(splits["test"].features.offsets)
+    rows = labelled["test"][2]
     extra = {
-        "majority": majority,
+        "majority": float(majority.mean()),
+        "_test": {
+            "unit": sentence_of if rows is None else sentence_of[rows],
+            "unit_name": "sentence",
+            "majority": majority,
+        },
         "n_labels": len(index),
         "labels": index.labels,
         "tokens": {r: int(len(v)) for r, v in y.items()},

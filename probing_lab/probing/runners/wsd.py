@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...stats import unit_ids
 from .. import tasks as T
 from ..errors import ExperimentError
 from ..probes import fit_probe
@@ -63,24 +64,34 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     mfs.update({l: c.most_common(1)[0][0] for l, c in by_lemma.items()})
     _, te_lemmas, te_senses = _wsd_arrays(splits["test"], "0")
 
-    def score(key: str, context: bool) -> float:
+    def right(key: str, context: bool) -> np.ndarray:
         X_tr = _wsd_arrays(splits["train"], key, context=context)[0]
         X_te = _wsd_arrays(splits["test"], key, context=context)[0]
         if exp.task == "wsd_centroid":
             pred = T.sense_centroid_predict(X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs)
         else:
             pred = _per_lemma_linear(exp, X_tr, tr_lemmas, tr_senses, X_te, te_lemmas, mfs, splits)
-        return T.accuracy(pred, te_senses)  # every instance gets an answer: P = R = F1
+        return np.array([p == g for p, g in zip(pred, te_senses)])  # every instance gets an answer: P = R = F1
 
     for key in exp.layer_keys:
-        results[key] = {"score": score(key, False), "context_score": score(key, True)}
+        value, context = right(key, False), right(key, True)
+        results[key] = {
+            "score": float(value.mean()),
+            "context_score": float(context.mean()),
+            "_value": value,
+            "_context_value": context,
+        }
         report.layer_done(
             f"  layer {key}: F1 {results[key]['score']:.4f} (bag of context {results[key]['context_score']:.4f})"
         )
-    majority = T.accuracy([mfs.get(l) for l in te_lemmas], te_senses)
+    majority = np.array([mfs.get(l) == g for l, g in zip(te_lemmas, te_senses)])
+    # instances of one sentence (the same words) are one unit of the bootstrap
+    sentence_of = [tuple(t.form for t in s.tokens) for s in splits["test"].sentences]
+    unit = unit_ids(w for s, w in zip(splits["test"].sentences, sentence_of) for t in s.tokens if t.sense is not None)
     # a count and a few examples: the whole list (22k lemmas for WordNet) would swamp metrics.json
     return results, {
-        "majority": majority,
+        "majority": float(majority.mean()),
+        "_test": {"unit": unit, "unit_name": "sentence", "majority": majority},
         "lemmas": len(by_lemma),
         "single_sense_lemmas": len(single),
         "single_sense_examples": single[:20],
