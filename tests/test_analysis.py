@@ -360,10 +360,18 @@ def test_sense_baselines_and_the_verdict_they_give():
     assert table["1"]["random_nn"] is None and table["1"]["context_nn"] is not None
     both = P.sense_baselines(occ, occ)
     assert both["2"]["random_nn"] == both["2"]["token_nn"]
-    # the verdict reads the best upper layer against each baseline, with a margin
-    row = {"chance": 0.47, "token_nn": 0.81, "context_nn": 0.69, "random_nn": 0.62}
-    assert "beyond all three" in P.sense_verdict({"1": row, "2": dict(row, token_nn=0.75)})
-    close = P.sense_verdict({"1": dict(row, context_nn=0.75)})
-    assert close.startswith("Best upper layer L1: nearest-neighbour sense accuracy 0.81")
-    assert "no clear gain (under 0.10) over the bag of context" in close
+    # the verdict reads the higher upper layer against each baseline: a gain only where the paired interval excludes 0
+    assert both["2"]["vs"]["random"] == {"diff": 0.0, "ci95": [0.0, 0.0], "p": 1.0}  # the same vectors: no difference
+    lo, hi = table["2"]["token_nn_ci95"]
+    assert lo <= table["2"]["token_nn"] <= hi
+    clear = {"diff": 0.3, "ci95": [0.1, 0.5], "p": 0.0}
+    tie = {"diff": 0.06, "ci95": [-0.1, 0.2], "p": 0.5}
+    row = {"chance": 0.47, "token_nn": 0.81, "token_nn_ci95": [0.62, 0.94], "context_nn": 0.69, "random_nn": 0.62}
+    wins = dict(row, vs={"chance": clear, "random": clear, "context": clear})
+    said = P.sense_verdict({"1": wins, "2": dict(wins, token_nn=0.75)})
+    assert said.startswith("L1 (the higher of the upper layers): nearest-neighbour sense accuracy 0.81 [0.62, 0.94]")
+    assert "separates the senses beyond chance, the random-init model, the bag of context" in said
+    close = P.sense_verdict({"1": dict(row, vs={"chance": clear, "random": clear, "context": tie})})
+    assert "no gain over the bag of context that the data supports" in close
+    assert "L1 and the bag of context do not differ (difference +0.06 [-0.10, 0.20])" in close
     assert P.sense_verdict({"0": row}) == "No labelled senses to compare."

@@ -102,7 +102,7 @@ def test_polysemy_page_in_chromium(app_url, browser):
     page.get_by_text("Supervised view").click()
     page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
     assert page.locator(".js-plotly-plot").count() == 3
-    page.get_by_text("Best upper layer").wait_for(timeout=30_000)
+    page.get_by_text("(the higher of the upper layers)").first.wait_for(timeout=30_000)
     no_exception(page)
     snapshot(page, "polysemy-preset.png")
     page.set_viewport_size({"width": 1500, "height": 1100})

@@ -41,4 +41,4 @@ def test_demo_runs(capsys):
     # the sixteen-sentence measure with its baselines: L0's word vector scores chance
     l0 = next(line.split() for line in text.splitlines() if re.match(r"\s+L0\s+\d", line))
     assert l0[1] == l0[4] == "0.467" and l0[3] != "n/a"  # random-init cpu-tiny of another seed beside it
-    assert "Best upper layer L" in text
+    assert "(the higher of the upper layers): nearest-neighbour sense accuracy" in text

@@ -18,10 +18,11 @@ import streamlit as st
 
 from probing_lab import paths
 from probing_lab.analysis import layer_label
+from probing_lab.probing import intervals
 from probing_lab.probing.experiment import Experiment, run_experiment
 from probing_lab.probing.own_data import DEFAULT_TASK, FORMAT_TASKS, quick_experiment
 from probing_lab.probing.plots import confusion_figure, layer_curve_figure
-from probing_lab.probing.runs import ProbeRun
+from probing_lab.probing.runs import ProbeRun, shown_table
 
 SHIPPED_RESULTS = paths.REPO_ROOT / "probes" / "results"  # the README's numbers, made with the shipped model
 USER_RUNS = paths.app_runs_dir()  # the user's data folder, or $PROBING_LAB_RUNS
@@ -130,11 +131,19 @@ def experiment_form(spec) -> None:
         st.error(str(e))
         return
     bar.progress(1.0, text=f"{name}: done")
-    best = max(run.layers, key=lambda k: run.layers[k].score)
-    st.success(
-        f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
-        f"({run.layers[best].score:.3f}). Choose “Your runs” below to see it."
-    )
+    said_in_words(run, f"Wrote {run.path}. Choose “Your runs” below to see it.")
+
+
+def said_in_words(run, done: str) -> None:
+    """A finished run: where it went and what it shows, each claim from the run's intervals
+    (``intervals.run_verdicts``: a layer is called best only when it beats its strongest baseline);
+    the small-data warnings as warnings."""
+    said = intervals.run_verdicts(run.metrics)
+    findings = [line for line in said if not line.startswith("warning: ")]
+    st.success(done + ("\n\n" + "\n\n".join(f"- {line}" for line in findings) if findings else ""))
+    for line in said:
+        if line.startswith("warning: "):
+            st.warning(line.removeprefix("warning: ").capitalize())
 
 
 LABELLED_COLUMNS = ("upos", "xpos", "deprel")  # conllu tasks that probe a column: their label table is that column
@@ -244,11 +253,7 @@ def own_file_form(spec) -> None:
             shutil.rmtree(run_dir, ignore_errors=True)  # the staged upload of a run that did not happen
         return
     bar.progress(1.0, text=f"{picked.name}: done")
-    best = max(run.layers, key=lambda k: run.layers[k].score)
-    st.success(
-        f"Wrote {run.path}: best layer {lab_ui.LAYER_HELP.get(best, best).split(':')[0]} "
-        f"({run.layers[best].score:.3f}). It is shown below, with your runs."
-    )
+    said_in_words(run, f"Wrote {run.path}. It is shown below, with your runs.")
     # show it below: the results widgets come after this form, so their state may still be set
     st.session_state["results_source"] = next(k for k, v in SOURCES.items() if v == USER_RUNS)
     st.session_state["experiment"] = run.experiment
@@ -326,7 +331,14 @@ if not chosen:
 with lab_ui.friendly_errors("The probe view"):
     selected = [runs[n] for n in chosen]
     st.plotly_chart(layer_curve_figure(selected), key="probe_curve")
-    st.dataframe([row for run in selected for row in run.rows()], hide_index=True)
+    st.dataframe(shown_table(selected), hide_index=True)
+    for run in selected:
+        said = intervals.run_verdicts(run.metrics)
+        if said:
+            st.markdown(f"**{run.model}**, with 95% intervals over the test {run.metrics.get('unit', 'item')}s:")
+            st.markdown("\n".join(f"- {line}" for line in said))
+        elif not run.metrics.get("comparisons"):
+            st.caption(f"{run.model}: a run from before intervals were stored (no predictions.npz): no interval.")
     first = selected[0]
     splits = first.splits if isinstance(first.splits, dict) else {}
     where = ", ".join(f"{role}: {value}" for role, value in splits.items() if value and value != role)

@@ -67,11 +67,11 @@ def silhouette_cosine(X: np.ndarray, labels: Sequence) -> Optional[float]:
     return float(scores.mean())
 
 
-def loo_nn_accuracy(X: np.ndarray, labels: Sequence) -> tuple[Optional[float], Optional[float]]:
-    """(leave-one-out 1-NN sense accuracy, chance rate). With ties at the top similarity the
-    credit is the fraction of tied neighbours sharing the sense. Chance = what identical vectors
-    would get: the mean over points of (same-sense others) / (all others). None with fewer than
-    2 senses (nothing to tell apart) or fewer than 2 points."""
+def loo_nn_credit(X: np.ndarray, labels: Sequence) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Per point: its leave-one-out 1-NN credit (1 when the nearest other point has its sense; with
+    ties at the top similarity, the fraction of tied neighbours sharing it) and its chance credit
+    (the share of other points with its sense: what identical vectors would get). (None, None)
+    with fewer than 2 senses or 2 points."""
     X, labels = _check(X, labels)
     n = len(labels)
     if n < 2 or len(set(labels)) < 2:
@@ -84,8 +84,16 @@ def loo_nn_accuracy(X: np.ndarray, labels: Sequence) -> tuple[Optional[float], O
     for i in range(n):
         tied = S[i] >= S[i].max() - TIE_TOLERANCE
         credit[i] = same[i, tied].mean()
-    chance = float((same.sum(axis=1) / (n - 1)).mean())
-    return float(credit.mean()), chance
+    return credit, same.sum(axis=1) / (n - 1)
+
+
+def loo_nn_accuracy(X: np.ndarray, labels: Sequence) -> tuple[Optional[float], Optional[float]]:
+    """(leave-one-out 1-NN sense accuracy, chance rate): the means of :func:`loo_nn_credit`. None
+    with fewer than 2 senses (nothing to tell apart) or fewer than 2 points."""
+    credit, chance = loo_nn_credit(X, labels)
+    if credit is None:
+        return None, None
+    return float(credit.mean()), float(chance.mean())
 
 
 def _mean_upper(S: np.ndarray) -> Optional[float]:

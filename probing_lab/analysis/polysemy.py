@@ -20,8 +20,9 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..features.activations import embed_activations
+from ..stats import Bootstrap, Outcomes, differs, fmt, unit_ids, verdict
 from ..text import tokenize
-from .geometry import random_pair_cosine, separation
+from .geometry import loo_nn_credit, random_pair_cosine, separation
 
 # Sixteen sentences of "bank", eight of the money sense and eight of the river: the Polysemy page's
 # preset, the Tour's verdict and `probing-lab demo` measure sense separation on them.
@@ -229,27 +230,52 @@ def sense_baselines(occ: Occurrences, random_occ: Optional[Occurrences] = None, 
         for name, sep in (("token", token), ("context", context), ("random", rand)):
             row[f"{name}_nn"] = sep[k]["nn_accuracy"] if k in sep else None
             row[f"{name}_linear"] = sep[k]["linear_accuracy"] if k in sep else None
+        row.update(_nn_intervals(occ, random_occ, k))
         out[k] = row
     return out
 
 
-def sense_verdict(baselines: dict, margin: float = 0.1) -> str:
-    """One sentence on the upper layers' 1-NN sense accuracy against chance, the random-init model
-    and the bag of context; a gap under ``margin`` (about one or two occurrences in sixteen) is
-    called no difference."""
+def _nn_intervals(occ: Occurrences, random_occ: Optional[Occurrences], key: str) -> dict:
+    """The 1-NN accuracy's 95% interval and its paired comparisons with chance, the bag of context
+    and the random-init model, by a bootstrap over the sentences (``probing_lab.stats``). The
+    leave-one-out credits of one set of occurrences are not fully independent (each point's
+    neighbour is another point), so on a handful of sentences these intervals are a lower bound."""
+    labels = occ.labels if all(label is not None for label in occ.labels) else None
+    if labels is None:
+        return {}
+    token, chance = loo_nn_credit(occ.vectors[key], labels)
+    if token is None:
+        return {}
+    unit = unit_ids(tuple(s) for s in occ.sentences)
+    boot = Bootstrap(int(unit.max()) + 1)
+    scorers = {"token": token, "chance": chance, "context": loo_nn_credit(occ.context_vectors[key], labels)[0]}
+    if random_occ is not None and key in random_occ.keys:
+        scorers["random"] = loo_nn_credit(random_occ.vectors[key], labels)[0]
+    found = {name: Outcomes(v, unit) for name, v in scorers.items() if v is not None}
+    return {
+        "token_nn_ci95": boot.interval(found["token"]),
+        "vs": {name: boot.compare(found["token"], o) for name, o in found.items() if name != "token"},
+    }
+
+
+def sense_verdict(baselines: dict) -> str:
+    """One sentence on the upper layer with the higher 1-NN sense accuracy against chance, the
+    random-init model and the bag of context, each difference with its paired-bootstrap interval
+    (``probing_lab.stats.verdict``): a gain is claimed only where that interval excludes 0."""
     upper = [k for k in ("1", "2") if k in baselines and baselines[k]["token_nn"] is not None]
     if not upper:
         return "No labelled senses to compare."
-    best = max(upper, key=lambda k: baselines[k]["token_nn"])
-    row = baselines[best]
-    parts = [f"chance {row['chance']:.2f}"]
-    beats = {"chance": row["token_nn"] - row["chance"] >= margin}
-    for name, key in (("the random-init model", "random_nn"), ("the bag of context", "context_nn")):
-        if row[key] is not None:
-            parts.append(f"{name} {row[key]:.2f}")
-            beats[name] = row["token_nn"] - row[key] >= margin
-    head = f"Best upper layer L{best}: nearest-neighbour sense accuracy {row['token_nn']:.2f} ({', '.join(parts)})"
-    if all(beats.values()):
-        return head + ": the word's own vector separates the senses beyond all three."
-    missed = [name for name, ok in beats.items() if not ok]
-    return head + f": no clear gain (under {margin:.2f}) over {' or '.join(missed)}."
+    top = max(upper, key=lambda k: baselines[k]["token_nn"])
+    row = baselines[top]
+    names = {"chance": "chance", "random": "the random-init model", "context": "the bag of context"}
+    vs = row.get("vs", {})
+    head = (
+        f"L{top} (the higher of the upper layers): nearest-neighbour sense accuracy "
+        f"{fmt(row['token_nn'], row.get('token_nn_ci95'), 2)}"
+    )
+    said = [verdict(f"L{top}", row["token_nn"], None, names[k], c, 2) for k, c in vs.items()]
+    missed = [names[k] for k, c in vs.items() if not (differs(c) and c["diff"] > 0)]
+    if not missed:
+        beyond = ", ".join(names[k] for k in vs)
+        return f"{head}: the word's own vector separates the senses beyond {beyond} ({'; '.join(said)})."
+    return f"{head}: no gain over {' or '.join(missed)} that the data supports ({'; '.join(said)})."

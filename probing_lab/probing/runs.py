@@ -152,6 +152,40 @@ class ProbeRun:
             for key, entry in self.layers.items()
         ]
 
+    def shown_rows(self) -> list[dict]:
+        """The rows people read (the app's Probes table): per layer the score and every baseline the
+        run has, each with its 95% interval (``0.934 ±0.003``), the majority under its task's name
+        (most frequent sense, majority per type, ...). See :func:`shown_table` for several runs."""
+        cis = self.metrics.get("baselines_ci95") or {}
+        majority = intervals.baseline_label(self.metrics, "majority")
+        out = []
+        for key in self.layer_keys:
+            e = self.layers[key]
+            out.append(
+                {
+                    "model": self.model,
+                    "layer": layer_label(key),
+                    self.metric_name: _cell(e.score, e.ci95),
+                    "control task": _cell(e.control_score, e.control_ci95),
+                    "selectivity": _fmt3(e.selectivity),
+                    "MDL (bits)": "" if e.mdl_bits is None else f"{e.mdl_bits:,.0f}",
+                    "bag of context": _cell(e.context_score, e.context_ci95),
+                    "random init": _cell(self.random_init.get(key), (cis.get("random_init") or {}).get(key)),
+                    majority: _cell(self.majority, cis.get("majority")),
+                }
+            )
+        return out
+
+    @property
+    def metric_name(self) -> str:
+        """What the score is: F1 for word sense (every instance answered: P = R = F1), UUAS or root
+        accuracy for the structural probes, head selection for arcs, else accuracy."""
+        if self.task.startswith("wsd_"):
+            return "F1"
+        return {"structural_distance": "UUAS", "structural_depth": "root accuracy", "dep_arc": "head selection"}.get(
+            self.task, "accuracy"
+        )
+
     def per_label(self, layer: str) -> list[dict]:
         """A token task's test confusion at one layer -> per gold label: support, accuracy (recall),
         precision and the label it is most often mistaken for. Empty for runs without a confusion matrix."""
@@ -208,6 +242,17 @@ def write_run(run_dir: Path, exp, metrics: dict) -> ProbeRun:
 
 def _cell(score, ci) -> str:
     return "" if score is None else plus_minus(score, ci)
+
+
+def _fmt3(v) -> str:
+    return "" if v is None else f"{v:.3f}"
+
+
+def shown_table(runs: list[ProbeRun]) -> list[dict]:
+    """Several runs' :meth:`ProbeRun.shown_rows`, without the columns that are empty in every row."""
+    rows = [row for run in runs for row in run.shown_rows()]
+    keep = [c for c in dict.fromkeys(c for row in rows for c in row) if any(row.get(c) for row in rows)]
+    return [{c: row.get(c, "") for c in keep} for row in rows]
 
 
 def report(run_dirs: list[str | Path]) -> str:
