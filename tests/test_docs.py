@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,11 @@ def test_a_quick_command_of_the_guides_runs(command):
     done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     assert done.stdout.strip(), command
+
+
+def test_the_results_tables_are_generated_from_the_committed_runs():
+    """docs/results.md's tables are written by scripts/results_tables.py from probes/results/*/metrics.json."""
+    done = subprocess.run(
+        [sys.executable, "scripts/results_tables.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
