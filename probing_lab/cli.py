@@ -1,6 +1,6 @@
 """``probing-lab`` command line: ``app``, ``embed``, ``demo``, ``info``, ``corpus build|fetch-help``, ``train``,
-``curves``, ``eval-lm``, ``export``, ``probe``, ``report``, ``lm score|predict|agreement``, ``compare``, ``download``;
-``probing-lab COMMAND --help`` for each."""
+``curves``, ``eval-lm``, ``export``, ``probe``, ``sweep``, ``report``, ``lm score|predict|agreement``, ``compare``,
+``download``; ``probing-lab COMMAND --help`` for each."""
 
 from __future__ import annotations
 
@@ -351,8 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_download_command(sub)
     add_causal_commands(sub)
     from .static.commands import add_word2vec_command  # word2vec: static vectors on the LM corpus
+    from .sweeps.commands import add_sweep_command
 
     add_word2vec_command(sub)
+    add_sweep_command(sub)
 
     p = sub.add_parser("probe", help="run probe experiments (probes/*.toml) into run directories")
     p.add_argument("experiments", nargs="*", help="experiment TOML file(s)")

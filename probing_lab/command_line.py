@@ -17,11 +17,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from .errors import MissingExtra
+
 log = logging.getLogger("probing_lab")
-
-
-class MissingExtra(ImportError):
-    """An optional package a command needs is not installed; the message says what to install."""
 
 
 # what a user can cause (a bad path, value or file): one line on stderr and exit status 2

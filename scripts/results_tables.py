@@ -72,9 +72,7 @@ def halves_table(runs: list[ProbeRun]) -> str:
     lines = ["| experiment | " + " | ".join(layer_label(k) for k in HALVES) + " |", "|---|" + "---|" * len(HALVES)]
     for run in runs:
         if any(k in run.layers for k in ("1f", "2f")):
-            lines.append(
-                f"| `{run.experiment}` ({run.metric_name}) | " + " | ".join(_cell(run, k) for k in HALVES) + " |"
-            )
+            lines.append(f"| {_name(run)} ({run.metric_name}) | " + " | ".join(_cell(run, k) for k in HALVES) + " |")
     return "\n".join(lines)
 
 

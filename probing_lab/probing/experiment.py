@@ -260,6 +260,13 @@ class RunProgress:
 # --- running --------------------------------------------------------------------------------------
 
 
+def load_experiment_splits(exp: Experiment, encoder, data_dir, cache_dir, progress: bool = True) -> dict:
+    """An experiment's splits with their features from ``encoder``, extracted into the feature cache
+    when it does not have them yet (what a sweep does once per model before its cells run)."""
+    files = load_file_dataset(exp) if isinstance(exp.dataset, dict) else None
+    return load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
+
+
 def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, files=None):
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:

@@ -220,8 +220,9 @@ def compare_runs(a_dir: Path, b_dir: Path, a_metrics: dict, b_metrics: dict, see
 
 def run_verdicts(metrics: dict) -> list[str]:
     """A run's findings in words, each from :func:`stats.verdict`: the best layer against its
-    strongest baseline (called "best" only when it beats it), the best against the second best, and
-    every layer where the trained model does not beat its random-init model."""
+    strongest baseline (called "best" only when it beats it), the best against the second best,
+    each layer against the one below it, and every layer where the trained model does not beat its
+    random-init model."""
     layers = metrics.get("layers", {})
     comparisons = metrics.get("comparisons") or []
 
@@ -236,7 +237,7 @@ def run_verdicts(metrics: dict) -> list[str]:
             name = baseline_label(metrics, c["b"])
             beats = stats.differs(c) and c["diff"] > 0
             lines.append(("best layer: " if beats else "no layer beats its strongest baseline: ") + said(c, name))
-    lines += [said(c, layer_label(c["b"])) for c in comparisons if c["kind"] == "best"]
+    lines += [said(c, layer_label(c["b"])) for c in comparisons if c["kind"] in ("best", "adjacent")]
     for c in comparisons:
         if c["kind"] == "random_init" and not (stats.differs(c) and c["diff"] > 0):
             lo, hi = c["ci95"]

@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from ..command_line import MissingExtra
+from ..errors import MissingExtra
 from ..fileio import atomic_directory, atomic_path, check_output_dir
 
 VECTORS_FILE = "vectors.safetensors"
