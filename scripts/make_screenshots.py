@@ -30,7 +30,7 @@ RUNNING = (
 )
 # (file name, page path, a text the page shows once drawn, height of the picture in px)
 PAGES = [
-    ("polysemy.png", "/Polysemy", "Best upper layer", 1500),
+    ("polysemy.png", "/Polysemy", "(the higher of the upper layers)", 1500),
     ("probes.png", "/Probes", "Probes: what each layer encodes", 1500),
 ]
 
