@@ -262,6 +262,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .causal.report import is_causal_run
     from .causal.report import report as causal_report
     from .probing.runs import compare_report, report
+    from .sweeps import GRID_FILE, sweep_report
     from .transfer.experiment import is_transfer_run
     from .transfer.experiment import report as transfer_report
 
@@ -269,9 +270,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if repeated:
         log.info("%d repeated run director%s: each run is listed once", repeated, "y" if repeated == 1 else "ies")
     runs = list(dict.fromkeys(args.runs))
+    sweeps = [r for r in runs if (Path(r) / GRID_FILE).is_file()]  # a sweep folder: its results table
+    runs = [r for r in runs if r not in sweeps]
     transfer = [r for r in runs if is_transfer_run(r)]
     causal = [r for r in runs if r not in transfer and is_causal_run(r)]
-    probes = [r for r in args.runs if r not in transfer and r not in causal]
+    probes = [r for r in runs if r not in transfer and r not in causal]
     if args.compare and len(probes) != 2:
         raise ValueError(f"--compare takes two probe runs on the same test set, got {len(probes)}")
     parts = [report(probes)] if probes else []
@@ -279,6 +282,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         parts.append(compare_report(*probes))
     parts += [transfer_report(transfer)] if transfer else []
     parts += [causal_report(causal)] if causal else []
+    parts += [sweep_report(Path(r)) for r in sweeps]
     print("\n".join(parts), end="")
     return 0
 

@@ -47,7 +47,7 @@ def _sweep(grid, out, **more):
     )
 
 
-def test_a_sweep_runs_every_cell_extracts_each_models_tokens_once_and_resumes(grid, tmp_path):
+def test_a_sweep_runs_every_cell_extracts_each_models_tokens_once_and_resumes(grid, tmp_path, capsys):
     root, experiments, models = grid
     table = _sweep(grid, tmp_path / "sweep")
     cells = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "metrics.json").is_file())
@@ -58,6 +58,8 @@ def test_a_sweep_runs_every_cell_extracts_each_models_tokens_once_and_resumes(gr
     assert set(row["layers"]) == {"0", "1"} and len(row["layers"]["1"]["scores"]) == 2
     assert row["layers"]["1"]["ci_half_width"] is not None
     assert "| first | " in (tmp_path / "sweep" / "results.md").read_text()
+    assert main(["report", str(tmp_path / "sweep")]) == 0  # report reads the sweep's table
+    assert "| second | random:cpu-tiny | " in capsys.readouterr().out
     # resumed: only the missing cell runs again
     import shutil
 

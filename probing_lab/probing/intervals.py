@@ -114,7 +114,7 @@ def compute(found: dict[str, stats.Outcomes], n_units: int, seed: int, layer_key
     return {"ci": ci, "comparisons": comparisons}
 
 
-def warnings_for(n_units: int, unit: str, ci: dict, found: dict) -> tuple[list[str], float]:
+def warnings_for(n_units: int, unit: str, ci: dict) -> tuple[list[str], float]:
     """The small-data warnings, and the smallest difference the test set can detect: the interval's
     half-width at the majority rate (the first layer's when the task has no majority baseline)."""
     reference = "majority" if "majority" in ci else sorted(k for k in ci if k.startswith("layer:"))[0]
@@ -150,7 +150,7 @@ def attach(metrics: dict, layers: dict, random_layers: Optional[dict], test: dic
         "majority": ci.get("majority"),
         "random_init": {k: ci[f"random_init:{k}"] for k in (random_layers or {})},
     }
-    warnings, detectable = warnings_for(n_units, test["unit_name"], ci, found)
+    warnings, detectable = warnings_for(n_units, test["unit_name"], ci)
     metrics.update(
         n_test_units=n_units,
         unit=test["unit_name"],

@@ -299,3 +299,13 @@ def results_markdown(table: dict) -> str:
             cells.append("" if e is None else f"{e['mean']:.3f} ±{e['sd']:.3f}{ci}")
         lines.append(f"| {row['experiment']} | {row['model']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def sweep_report(out: Path) -> str:
+    """A sweep folder's results table (``probing-lab report OUT``), recomputed from its finished cells."""
+    record = json.loads((out / GRID_FILE).read_text(encoding="utf-8"))
+    grid = Grid(record["experiments"], record["models"], record["seeds"])
+    missing = [c.name for c in grid.cells() if not (out / c.name / "metrics.json").is_file()]
+    if missing:
+        raise SweepError(f"{out}: {len(missing)} cell(s) not finished yet ({missing[0]}, ...); rerun the sweep")
+    return f"sweep {out}\n\n" + results_markdown(results_table(out, grid))
