@@ -245,4 +245,5 @@ def run_verdicts(metrics: dict) -> list[str]:
                 f"the trained model does not beat its random-init model at {layer_label(c['a'])} "
                 f"(difference {c['diff']:+.3f} [{lo:.3f}, {hi:.3f}])"
             )
+    lines = list(dict.fromkeys(lines))  # best vs second best is often also an adjacent pair: said once
     return lines + [f"warning: {w}" for w in metrics.get("warnings", [])]
