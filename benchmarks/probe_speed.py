@@ -28,7 +28,7 @@ def main() -> None:
 
     from sklearn.linear_model import LogisticRegression
 
-    from probing_lab.datadir import data_dir
+    from probing_lab.paths import data_dir
     from probing_lab.datasets import load_dataset
     from probing_lab.features.cache import ElmoEncoder, extract_features
     from probing_lab.model_loading import load_model
@@ -39,7 +39,7 @@ def main() -> None:
     encoder = ElmoEncoder(loaded.model, loaded.name)
     split = {}
     for role in ("train", "dev", "test"):
-        sentences = [s for s in load_dataset("ewt", role, data_dir(args.data_dir)) if s.tokens]
+        sentences = [s for s in load_dataset("ewt", role, data_dir(args.data_dir)[0]) if s.tokens]
         feats = extract_features(encoder, [s.words for s in sentences])
         split[role] = (np.asarray(feats.layers[args.layer], dtype=np.float32), T.token_labels(sentences, "upos"))
     index = T.LabelIndex(split["train"][1])
