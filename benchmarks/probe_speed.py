@@ -28,10 +28,10 @@ def main() -> None:
 
     from sklearn.linear_model import LogisticRegression
 
-    from probing_lab.paths import data_dir
     from probing_lab.datasets import load_dataset
     from probing_lab.features.cache import ElmoEncoder, extract_features
     from probing_lab.model_loading import load_model
+    from probing_lab.paths import data_dir
     from probing_lab.probing import tasks as T
     from probing_lab.probing.probes import ProbeConfig, fit_probe
 

@@ -128,22 +128,21 @@ def differs(comparison: dict) -> bool:
 # --- in words --------------------------------------------------------------------------------------
 
 
-def fmt(score: float, ci: Optional[Sequence[float]] = None, digits: int = 3) -> str:
-    """``0.934 [0.931, 0.937]`` (or the score alone without an interval)."""
+def fmt(score: float, ci: Optional[Sequence[float]] = None, digits: int = 3, style: str = "interval") -> str:
+    """``0.934 [0.931, 0.937]`` (``style="interval"``), ``0.934 ±0.003`` (``"plus_minus"``, the
+    half-width: the docs tables), or the score alone without an interval; "n/a" without a score."""
     if score is None or score != score:
         return "n/a"
     if ci is None or any(c != c for c in ci):
         return f"{score:.{digits}f}"
+    if style == "plus_minus":
+        return f"{score:.{digits}f} ±{half_width(ci):.{digits}f}"
     return f"{score:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def plus_minus(score: float, ci: Optional[Sequence[float]] = None, digits: int = 3) -> str:
-    """``0.934 ±0.003`` (docs tables), the half-width of the interval."""
-    if score is None or score != score:
-        return ""
-    if ci is None or any(c != c for c in ci):
-        return f"{score:.{digits}f}"
-    return f"{score:.{digits}f} ±{half_width(ci):.{digits}f}"
+def plus_minus(score: Optional[float], ci: Optional[Sequence[float]] = None, digits: int = 3) -> str:
+    """``0.934 ±0.003``; an empty cell without a score."""
+    return "" if score is None or score != score else fmt(score, ci, digits, "plus_minus")
 
 
 def verdict(a: str, score_a: float, ci_a, b: str, comparison: dict, digits: int = 3) -> str:

@@ -6,30 +6,16 @@ import argparse
 import logging
 
 from ..argtypes import positive_int, seed_list
-from ..command_line import add_output_folder
+from ..command_line import add_output_folder, from_args
 
 log = logging.getLogger("probing_lab")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from . import run_sweep
+    from . import results_markdown, run_sweep
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    table = run_sweep(
-        args.experiments,
-        models,
-        args.seeds,
-        args.out,
-        workers=args.workers,
-        ray_address=args.ray,
-        data_dir=args.data_dir,
-        cache_dir=args.cache_dir,
-        force=args.force,
-        log=log.info,
-        progress=not args.quiet,
-    )
-    from . import results_markdown
-
+    table = from_args(run_sweep, args, models=models, ray_address=args.ray, log=log.info, progress=not args.quiet)
     print(results_markdown(table), end="")
     return 0
 
