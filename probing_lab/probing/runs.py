@@ -1,8 +1,9 @@
 """Probe run directories: write one, read its metrics, tabulate several (``probing-lab report``), and
 the row views the app shows.
 
-A run directory holds the experiment file, ``seed.txt``, ``metrics.json``, ``table.md``,
-``table.csv``, ``plot.png`` and ``plot.html``.
+A run directory holds the experiment file, ``seed.txt``, ``metrics.json`` (with the intervals and
+comparisons of ``probing.intervals``), ``predictions.npz``, ``table.md``, ``table.csv``, ``plot.png``,
+``plot.html`` and fileio's run marker.
 """
 
 from __future__ import annotations
