@@ -69,16 +69,20 @@ class Bootstrap:
             raise ValueError("a bootstrap needs at least one test unit")
         self.n_units = n_units
         rng = np.random.default_rng(seed)
-        self.draws = rng.integers(
-            0, n_units, size=(resamples, n_units), dtype=np.int64 if n_units > 2**31 else np.int32
-        )
+        self.draws = rng.integers(0, n_units, size=(resamples, n_units), dtype=np.int32)
+        self._done: dict[int, tuple[Outcomes, np.ndarray]] = {}  # a scorer's interval and comparisons share it
 
     def distribution(self, outcomes: Outcomes) -> np.ndarray:
-        """The score on each resampled test set, ``(resamples,)``."""
+        """The score on each resampled test set, ``(resamples,)``; computed once per scorer."""
+        seen = self._done.get(id(outcomes))
+        if seen is not None and seen[0] is outcomes:
+            return seen[1]
         num, den = outcomes.per_unit(self.n_units)
         totals = den[self.draws].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return num[self.draws].sum(axis=1) / totals
+            scores = num[self.draws].sum(axis=1) / totals
+        self._done[id(outcomes)] = (outcomes, scores)  # the scorer is kept, so its id is not reused
+        return scores
 
     def interval(self, outcomes: Outcomes, level: float = LEVEL) -> list[float]:
         """The percentile interval of the score, ``[lo, hi]``."""
