@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -50,6 +50,10 @@ class RunProgress:
     on_progress: Optional[Callable[[float, str], None]]
     stages: int
     done: int = 0
+    timing: dict = field(default_factory=dict)  # seconds per phase ("extraction", "random_init", ...)
+
+    def add_time(self, phase: str, seconds: float) -> None:
+        self.timing[phase] = self.timing.get(phase, 0.0) + seconds
 
     def layer_done(self, message: str) -> None:
         self.done += 1
@@ -68,13 +72,16 @@ def load_experiment_splits(exp: Experiment, encoder, data_dir, cache_dir, progre
     return load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
 
 
-def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, files=None):
+def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, files=None, phase="model"):
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
+    start = time.perf_counter()
     splits = load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
+    report.add_time(f"{phase} extraction", time.perf_counter() - start)
+    start = time.perf_counter()
     if with_controls:  # before any fit: how much the test set can tell
         n = len(splits["test"].sentences)
         report.log(
@@ -82,6 +89,7 @@ def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_contr
         )
     layers, extra = RUNNERS[exp.task](exp, splits, with_controls, report)
     extra["_test"]["items"] = _items(exp, splits["test"])
+    report.add_time(f"{phase} probes", time.perf_counter() - start)
     return layers, extra
 
 
@@ -110,7 +118,8 @@ def _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, lay
         report.log(f"  seed {seed}:")
         other = replace(exp, seed=seed, control=False, mdl=False)
         again = load_file_dataset(other) if files is not None and files.split.get("carved_from") else files
-        for key, entry in _run_one(other, encoder, data_dir, cache_dir, progress, False, report, again)[0].items():
+        again_layers, _ = _run_one(other, encoder, data_dir, cache_dir, progress, False, report, again, "seeds")
+        for key, entry in again_layers.items():
             scores[key].append(entry["score"])
     return {
         "seeds": list(exp.seeds),
@@ -199,8 +208,9 @@ def run_experiment(
 
         random_model = ElmoBiLM(loaded.model.options)
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
+        random_encoder = ElmoEncoder(random_model, "random-init")
         random_layers, _ = _run_one(
-            exp, ElmoEncoder(random_model, "random-init"), data_dir, cache_dir, progress, False, report, files
+            exp, random_encoder, data_dir, cache_dir, progress, False, report, files, phase="random_init"
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     seed_scores = _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, layers)
@@ -220,8 +230,11 @@ def run_experiment(
         **(_file_metrics(exp, files) if files else {}),
         **({"seeds": seed_scores} if seed_scores else {}),
     }
+    t = time.perf_counter()
     predictions = intervals.attach(metrics, layers, random_layers, test, exp.seed)
+    report.add_time("intervals", time.perf_counter() - t)
     metrics["seconds"] = round(time.perf_counter() - start, 1)
+    metrics["timing"] = {k: round(v, 1) for k, v in report.timing.items()}  # where the seconds went
     for line in intervals.run_verdicts(metrics):
         log(f"{exp.name}: {line}")
     root = probe_runs_dir()  # a run named after the experiment stays under it (check_name, check_inside)

@@ -25,6 +25,7 @@ def classify_layer(
     empty: no control task); ``order``: the training rows' order for the online code; ``fit``: the
     probe family's trainer (``fit_probe``, or ``fit_span_probe`` with span inputs as ``X``)."""
     t0 = time.perf_counter()
+    timing = {}
     probe = fit(X["train"], y["train"], X["dev"], y["dev"], n_labels, config)
     predicted = probe.predict(X["test"])
     entry = {
@@ -35,20 +36,26 @@ def classify_layer(
         "epochs": probe.epochs_run,
         "confusion": T.confusion_matrix(y["test"], predicted, n_labels),
     }
+    timing["probe"] = time.perf_counter() - t0
     mix: Optional[list] = probe.mix_weights()
     if mix is not None:
         entry["mix_weights"] = mix
     if control:
+        t = time.perf_counter()
         cprobe = fit(X["train"], control["train"], X["dev"], control["dev"], n_labels, config)
         entry["_control_value"] = cprobe.predict(X["test"]) == control["test"]
         entry["control_score"] = float(entry["_control_value"].mean())
         entry["selectivity"] = entry["score"] - entry["control_score"]
+        timing["control"] = time.perf_counter() - t
     if mdl:
+        t = time.perf_counter()
         X_ordered = X["train"][order]
         entry.update(online_codelength(X_ordered, y["train"][order], X["dev"], y["dev"], n_labels, config, fit=fit))
         if control:
             entry["control_mdl_bits"] = online_codelength(
                 X_ordered, control["train"][order], X["dev"], control["dev"], n_labels, config, fit=fit
             )["mdl_bits"]
+        timing["mdl"] = time.perf_counter() - t
     entry["seconds"] = round(time.perf_counter() - t0, 2)
+    entry["timing"] = {k: round(v, 2) for k, v in timing.items()}  # where the layer's seconds went
     return entry
