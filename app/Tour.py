@@ -109,6 +109,15 @@ with lab_ui.friendly_errors("The sixteen-sentence measure"):
         ),
         key="tour_bars",
     )
+    st.markdown(  # the chart's numbers as text: a class reads them off the projector, not by hovering
+        lab_ui.markdown_table(
+            [
+                {"": name, **{layer_label(k): f"{table[k][key]:.3f}" for k in ("0", "1", "2")}}
+                for name, key in series.items()
+            ]
+            + [{"": "chance", **{layer_label(k): f"{table[k]['chance']:.3f}" for k in ("0", "1", "2")}}]
+        )
+    )
     st.markdown(
         f"**Verdict.** {sense_verdict(table)} The **Polysemy** page shows these sentences (and your own) per "
         f"layer as maps, with a cross-validated linear classifier beside the geometry. Current model: "

@@ -84,6 +84,13 @@ def friendly_errors(what: str = "This page"):
         st.error(f"{what} hit a problem: {type(e).__name__}: {e}")
 
 
+def key_on(name: str, *depends_on) -> str:
+    """A widget key that names what the widget's options come from (a folder, an experiment, ...):
+    when that changes, the widget is a new one and starts from its default, so it never keeps a
+    choice made among other options (popping the old key is not enough in this Streamlit)."""
+    return f"{name}@" + "|".join(str(d) for d in depends_on)
+
+
 def limit_text(text: str, limit: int = MAX_CHARS) -> tuple[str, Optional[str]]:
     """Cut overly long input at a line or space boundary; returns (text, note or None)."""
     if len(text) <= limit:

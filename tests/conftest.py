@@ -61,6 +61,14 @@ def ok(at):
     return at
 
 
+def widget(at, kind: str, label: str):
+    """The page's one ``kind`` widget (``"multiselect"``, ``"selectbox"``, ...) whose label starts
+    with ``label``: for widgets whose key names what their options depend on (``lab_ui.key_on``)."""
+    found = [w for w in getattr(at, kind) if w.label.startswith(label)]
+    assert len(found) == 1, f"{len(found)} {kind} widgets labelled {label!r}"
+    return found[0]
+
+
 def texts(elements) -> str:
     return "\n".join(str(e.value) for e in elements)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import markdown_table, ok, texts  # noqa: E402
+from conftest import markdown_table, ok, texts, widget  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,6 +103,12 @@ def test_home_tour_bank_example():
     assert table["A·C / B·C different senses"][2] < 0.9999  # L2 depends on the context
     assert len(charts(at)) == 1 and not at.error and not at.warning
     assert "random:cpu-tiny" in texts(at.markdown)
+    # the chart's numbers as text too: the word's vector, the bag of context, random init, chance
+    shown = markdown_table(at, 1).set_index("")
+    bars = {trace["name"]: trace["y"] for trace in json.loads(charts(at)[0].proto.spec)["data"]}
+    for name, values in bars.items():
+        assert [float(v) for v in shown.loc[name, ["L0", "L1", "L2"]]] == pytest.approx(values, abs=0.0005)
+    assert 0.4 < float(shown.loc["chance", "L0"]) < 0.6  # 16 sentences, half of each sense, one left out
 
 
 def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
@@ -123,7 +129,7 @@ def test_home_without_a_model_choice_says_what_it_shows(monkeypatch):
         assert (
             "(the higher of the upper layers)" in verdict and "chance by" in verdict and "random-init model" in verdict
         )
-        card = dict(zip(markdown_table(at, 1)[""], markdown_table(at, 1)["value"]))
+        card = dict(zip(markdown_table(at, 2)[""], markdown_table(at, 2)["value"]))
         assert card["name"] == "elmo-lab" and "/" in card["heldout perplexity (forward / backward)"]
 
 
@@ -330,7 +336,7 @@ def test_probes_compare_models(tmp_path):
         per_label.loc["ADJ", "accuracy"] == pytest.approx(0.5) and per_label.loc["ADJ", "most confused with"] == "VERB"
     )
     assert per_label.loc["VERB", "precision"] == pytest.approx(9 / 16) and per_label.loc["NOUN", "support"] == 10
-    at.multiselect(key="runs").set_value([]).run()
+    widget(at, "multiselect", "Runs to compare").set_value([]).run()
     assert "Pick at least one run" in texts(ok(at).warning)
 
 
@@ -559,7 +565,8 @@ def test_model_page_random_and_checkpoint(tmp_path):
     at.button(key="use").click().run()
     ok(at)
     assert "Now using checkpoint:" in texts(at.success)
-    assert any("test-card" in str(j.value) for j in at.json)
+    assert any("test-card" in str(j.value) for j in at.json)  # the whole card, collapsed
+    assert "| name | test\\-card |" in texts(at.markdown)  # and its facts as a table first (escaped Markdown)
 
 
 def test_model_page_offers_the_warm_start_only_while_it_is_ahead_of_the_shipped_model(tmp_path, monkeypatch):

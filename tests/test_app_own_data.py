@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import markdown_table, ok, texts  # noqa: E402
+from conftest import markdown_table, ok, texts, widget  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from probing_lab.datasets.records import DatasetFormatError  # noqa: E402
@@ -223,7 +223,7 @@ def test_probes_run_on_an_uploaded_tokens_file_is_listed_and_reported(tmp_path, 
     # listed and drawn like the shipped runs: the results switch to "Your runs" on this experiment
     assert at.radio(key="results_source").value == "Your runs (started here)"
     assert at.selectbox(key="experiment").value == "my_pos"
-    assert at.multiselect(key="runs").value == [run_dir.name]
+    assert widget(at, "multiselect", "Runs to compare").value == [run_dir.name]
     assert len(at.get("plotly_chart")) == 2  # the layer curves and the confusion matrix
     assert "token_label on tokens file my_pos.tsv" in texts(at.caption)
     # and `probing-lab report` reads it like a shipped run

@@ -17,7 +17,7 @@ from probing_lab.elmo.weights import load_checkpoint
 from probing_lab.features.cache import ElmoEncoder, extract_features
 from probing_lab.probing import tasks as T
 from probing_lab.probing.experiment import Experiment, ExperimentError, run_experiment
-from probing_lab.probing.probes import ProbeConfig, fit_probe, online_codelength
+from probing_lab.probing.probes import ProbeConfig, fit_probe, fit_probes, online_codelength, online_codelengths
 from probing_lab.probing.runs import ProbeRun, report
 from probing_lab.probing.structural import StructuralProbeConfig
 
@@ -167,6 +167,26 @@ def test_online_codelength_separates_a_real_task_from_random_labels():
         X[3500:], shuffled[3500:]
     )
     assert task_acc - control_acc > 0.6
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_probes_trained_together_are_the_probes_trained_alone(mix):
+    # the task and its control share minibatches: each must still be exactly the probe fit alone
+    # (same init, same batches, its own early stopping and learning-rate decay)
+    X, y = _blobs(n=3000, noise=4.0)  # a task that takes a few epochs
+    if mix:
+        X = np.stack([X, np.random.default_rng(2).normal(0, 1, X.shape).astype(np.float32)], axis=1)
+    shuffled = np.random.default_rng(0).permutation(y)
+    cfg = ProbeConfig(epochs=12, patience=2, mix=mix)
+    together = fit_probes(X[:2500], [y[:2500], shuffled[:2500]], X[2500:], [y[2500:], shuffled[2500:]], 4, cfg)
+    for probe, labels in zip(together, (y, shuffled)):
+        alone = fit_probe(X[:2500], labels[:2500], X[2500:], labels[2500:], 4, cfg)
+        assert probe.epochs_run == alone.epochs_run and probe.history == alone.history
+        assert np.allclose(probe.predict_proba(X[2500:]), alone.predict_proba(X[2500:]), atol=1e-5)
+    assert together[0].epochs_run != together[1].epochs_run  # they did stop apart
+    codes = online_codelengths(X[:2500], [y[:2500], shuffled[:2500]], X[2500:], [y[2500:], shuffled[2500:]], 4, cfg)
+    alone = online_codelength(X[:2500], shuffled[:2500], X[2500:], shuffled[2500:], 4, cfg)
+    assert codes[1]["mdl_bits"] == pytest.approx(alone["mdl_bits"], rel=1e-5)
 
 
 # --- the activation cache ----------------------------------------------------------------------

@@ -257,9 +257,7 @@ def own_file_form(spec) -> None:
     # show it below: the results widgets come after this form, so their state may still be set
     st.session_state["results_source"] = next(k for k, v in SOURCES.items() if v == USER_RUNS)
     st.session_state["experiment"] = run.experiment
-    st.session_state["runs_of"] = (str(USER_RUNS), run.experiment)
-    st.session_state["runs"] = [str(run.path.relative_to(USER_RUNS))]
-    st.session_state.pop("confusion_run", None)
+    st.session_state[lab_ui.key_on("runs", USER_RUNS, run.experiment)] = [str(run.path.relative_to(USER_RUNS))]
 
 
 if allowed_paths.runs_allowed():
@@ -313,15 +311,12 @@ experiment = st.selectbox(
     format_func=lambda e: f"{e} ({len(by_experiment[e])} run(s))",
 )
 names = by_experiment[experiment]
-if st.session_state.get("runs_of") != (str(root), experiment):  # another folder or experiment: its own runs
-    st.session_state["runs_of"] = (str(root), experiment)
-    st.session_state.pop("runs", None)
-    st.session_state.pop("confusion_run", None)
+runs_key = lab_ui.key_on("runs", root, experiment)  # another folder or experiment: its own runs
 chosen = st.multiselect(
     "Runs to compare (one line per model)",
     names,
-    default=None if "runs" in st.session_state else names[:4],  # a finished own-file run sets it (above)
-    key="runs",
+    default=None if runs_key in st.session_state else names[:4],  # a finished own-file run sets it (above)
+    key=runs_key,
     format_func=lambda n: f"{n} · {runs[n].model}",
 )
 if not chosen:
@@ -360,7 +355,10 @@ with lab_ui.friendly_errors("The probe view"):
         st.subheader("Confusion matrix and per-label accuracy (test split)")
         c1, c2 = st.columns(2)
         run_name = c1.selectbox(
-            "Run", with_confusion, key="confusion_run", format_func=lambda n: f"{n} · {runs[n].model}"
+            "Run",
+            with_confusion,
+            key=lab_ui.key_on("confusion_run", root, experiment, *with_confusion),
+            format_func=lambda n: f"{n} · {runs[n].model}",
         )
         run = runs[run_name]
         keys = [k for k, e in run.layers.items() if e.confusion]
@@ -368,7 +366,7 @@ with lab_ui.friendly_errors("The probe view"):
             "Layer",
             keys,
             index=keys.index("1") if "1" in keys else 0,
-            key="confusion_layer",
+            key=lab_ui.key_on("confusion_layer", root, run_name),
             format_func=lambda k: lab_ui.LAYER_HELP.get(k, k).split(":")[0],
         )
         st.plotly_chart(confusion_figure(run, layer), key="confusion")

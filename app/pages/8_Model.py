@@ -197,6 +197,8 @@ with lab_ui.friendly_errors("The model summary"):
     )
     if bundle.card:
         st.markdown("**Model card**")
-        st.json(bundle.card, expanded=True)
+        st.markdown(lab_ui.markdown_table(model_choice.card_summary(bundle.card)))
+        with st.expander("The whole model card (model_card.json)"):
+            st.json(bundle.card, expanded=False)
     with st.expander("options.json"):
         st.json(o, expanded=False)

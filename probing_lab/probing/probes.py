@@ -143,6 +143,21 @@ def as_rows(X):
     return X if hasattr(X, "read") and hasattr(X, "chunk_rows") else ArrayRows(X)
 
 
+IN_MEMORY_BYTES = 4 << 30  # rows on disk up to this size are read into memory once per layer
+
+
+def in_memory(X):
+    """Rows on disk (``LayerRows``) read into memory (float32) when they take at most
+    ``IN_MEMORY_BYTES``, so that every fit of a layer (the probe, its control, the MDL blocks)
+    shares one read; larger ones stay on disk, read a chunk at a time. Anything else is returned
+    as it is."""
+    if not (hasattr(X, "read") and hasattr(X, "chunk_rows")) or isinstance(X, ArrayRows):
+        return X
+    if 4 * int(np.prod(X.shape)) > IN_MEMORY_BYTES:
+        return X
+    return X.read(0, len(X))
+
+
 def _chunks(rows) -> list[tuple[int, int]]:
     return [(lo, min(lo + rows.chunk_rows, len(rows))) for lo in range(0, len(rows), rows.chunk_rows)]
 
@@ -166,41 +181,67 @@ def _standardise(rows) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(mean, dtype=torch.float32), std
 
 
-def train_with_early_stopping(module: nn.Module, optimizer, run_epoch, dev_accuracy, config: ProbeConfig):
-    """Up to ``config.epochs`` calls of ``run_epoch()``; after each, ``dev_accuracy()`` (in eval mode,
-    without gradients). Stops after ``patience`` epochs without a better dev score; each such epoch
-    multiplies AdamW's learning rate by ``lr_decay`` (a plateau: smaller steps settle into the
-    optimum). Leaves ``module`` at its best epoch; returns (best dev accuracy, epochs run, history)."""
-    best, best_state, bad, history = -1.0, None, 0, []
-    epochs_run = 0
+def train_with_early_stopping(heads: list, run_epoch, dev_accuracies, config: ProbeConfig) -> list[tuple]:
+    """Train several probes side by side: ``heads`` is a list of ``(module, optimizer)``. Up to
+    ``config.epochs`` calls of ``run_epoch(active)`` (the indices of the heads still training);
+    after each, ``dev_accuracies(active)`` (in eval mode, without gradients) gives their dev scores.
+    A head stops after ``patience`` epochs without a better dev score; each such epoch multiplies
+    its AdamW learning rate by ``lr_decay`` (a plateau: smaller steps settle into the optimum). Each
+    head decides alone, so a head trains exactly as it would without the others. Leaves every module
+    at its best epoch; returns per head (best dev accuracy, epochs run, history)."""
+    n = len(heads)
+    best, best_state, bad = [-1.0] * n, [None] * n, [0] * n
+    epochs_run, history = [0] * n, [[] for _ in range(n)]
+    active = list(range(n))
     for epoch in range(1, config.epochs + 1):
-        epochs_run = epoch  # the epoch that stopped it, or the last one
-        module.train()
-        run_epoch()
-        module.eval()
+        for h in active:
+            epochs_run[h] = epoch  # the epoch that stopped it, or the last one
+            heads[h][0].train()
+        run_epoch(active)
+        for h in active:
+            heads[h][0].eval()
         with torch.no_grad():
-            acc = dev_accuracy()
-        history.append(acc)
-        if acc > best + 1e-5:
-            best, best_state, bad = acc, copy.deepcopy(module.state_dict()), 0
-        else:
-            bad += 1
-            if bad >= config.patience:
-                break
+            scores = dev_accuracies(active)
+        still = []
+        for h, acc in zip(active, scores):
+            history[h].append(acc)
+            module, optimizer = heads[h]
+            if acc > best[h] + 1e-5:
+                best[h], best_state[h], bad[h] = acc, copy.deepcopy(module.state_dict()), 0
+                still.append(h)
+                continue
+            bad[h] += 1
+            if bad[h] >= config.patience:
+                continue
+            still.append(h)
             if config.optimizer == "adamw":
                 for group in optimizer.param_groups:
                     group["lr"] *= config.lr_decay
-    module.load_state_dict(best_state)
-    return best, epochs_run, history
+        active = still
+        if not active:
+            break
+    for (module, _), state in zip(heads, best_state):
+        module.load_state_dict(state)
+    return list(zip(best, epochs_run, history))
 
 
 def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig()) -> TrainedProbe:
     """Train on ``(X, y)``; keep the epoch with the best dev accuracy. ``X`` and ``X_dev`` are arrays,
     or rows on disk (``LayerRows``), which are read a chunk at a time: each epoch visits the chunks
     in a random order and shuffles inside each, so memory stays bounded whatever the data's size."""
+    return fit_probes(X, [y], X_dev, [y_dev], n_classes, config)[0]
+
+
+def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeConfig = ProbeConfig()) -> list:
+    """One probe per label set (``ys[i]`` with dev labels ``ys_dev[i]``: a task and its control
+    task, say) on the same inputs, trained together: each minibatch is read and standardised once
+    for all of them. Each probe has its own initialisation from ``config.seed``, optimizer,
+    learning-rate decay and early stopping, and sees the same minibatches in the same order, so it
+    is the probe :func:`fit_probe` trains alone (exactly, up to float summation order; an MLP's
+    dropout draws differ). Returns the :class:`TrainedProbe` of each label set."""
     X, X_dev = as_rows(X), as_rows(X_dev)
-    y_t = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    yd = torch.as_tensor(np.asarray(y_dev), dtype=torch.long)
+    y_t = [torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys]
+    yd = [torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys_dev]
     if len(X) == 0:
         raise ValueError("no training examples for the probe")
     if config.mix and len(X.shape) != 3:
@@ -217,76 +258,114 @@ def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeCon
     X_t = prep(X, *chunks[0]) if len(chunks) == 1 else None
     Xd = prep(X_dev, 0, len(X_dev)) if len(dev_chunks) <= 1 else None
     g = torch.Generator().manual_seed(config.seed)
-    torch.manual_seed(config.seed)
-    module = _Probe(X.shape[-1], n_classes, config, X.shape[1] if config.mix else 1)
-    if config.optimizer == "lbfgs":
-        optimizer = torch.optim.LBFGS(
-            module.parameters(), lr=1.0, max_iter=config.lbfgs_steps, history_size=20, line_search_fn="strong_wolfe"
-        )
-    else:
-        optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    weights = [p for name, p in module.named_parameters() if name.endswith("weight")]
+    heads = []
+    for _ in ys:
+        torch.manual_seed(config.seed)  # every probe starts where it would alone
+        module = _Probe(X.shape[-1], n_classes, config, X.shape[1] if config.mix else 1)
+        if config.optimizer == "lbfgs":
+            optimizer = torch.optim.LBFGS(
+                module.parameters(), lr=1.0, max_iter=config.lbfgs_steps, history_size=20, line_search_fn="strong_wolfe"
+            )
+        else:
+            optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        heads.append((module, optimizer))
 
-    def full_batch_loss() -> torch.Tensor:
-        # L2 on the weights as in LogisticRegression (C = 1 / (weight_decay * N)), not on biases
-        optimizer.zero_grad()
-        loss = F.cross_entropy(module(X_t), y_t) + 0.5 * config.weight_decay * sum((w * w).sum() for w in weights)
-        loss.backward()
-        return loss
+    def full_batch_loss(h: int):
+        module, optimizer = heads[h]
+        weights = [p for name, p in module.named_parameters() if name.endswith("weight")]
+
+        def closure() -> torch.Tensor:
+            # L2 on the weights as in LogisticRegression (C = 1 / (weight_decay * N)), not on biases
+            optimizer.zero_grad()
+            loss = F.cross_entropy(module(X_t), y_t[h]) + 0.5 * config.weight_decay * sum(
+                (w * w).sum() for w in weights
+            )
+            loss.backward()
+            return loss
+
+        return closure
 
     batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
-    def run_epoch() -> None:
+    def run_epoch(active: list[int]) -> None:
         if config.optimizer == "lbfgs":
-            optimizer.step(full_batch_loss)
+            for h in active:
+                heads[h][1].step(full_batch_loss(h))
             return
         visit = torch.randperm(len(chunks), generator=g).tolist() if len(chunks) > 1 else [0]
         for c in visit:
             lo, hi = chunks[c]
             Xc = X_t if X_t is not None else prep(X, lo, hi)
-            yc = y_t[lo:hi]
             order = torch.randperm(hi - lo, generator=g)
             for i in range(0, len(order), batch_size):
                 idx = order[i : i + batch_size]
-                loss = F.cross_entropy(module(Xc[idx]), yc[idx])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+                xb = torch.index_select(Xc, 0, idx)  # faster than Xc[idx] on CPU, the same rows
+                loss = sum(F.cross_entropy(heads[h][0](xb), y_t[h][lo:hi][idx]) for h in active)
+                for h in active:
+                    heads[h][1].zero_grad()
+                loss.backward()  # each head's gradient is that of its own loss
+                for h in active:
+                    heads[h][1].step()
 
-    def dev_accuracy() -> float:
-        if not len(yd):
-            return 0.0
-        if Xd is not None:
-            return float((module(Xd).argmax(-1) == yd).float().mean())
-        right = sum(int((module(prep(X_dev, lo, hi)).argmax(-1) == yd[lo:hi]).sum()) for lo, hi in dev_chunks)
-        return right / len(yd)
+    def dev_accuracies(active: list[int]) -> list[float]:
+        if not len(yd[0]):
+            return [0.0] * len(active)
+        right = [0] * len(active)
+        for lo, hi in dev_chunks:
+            xd = Xd if Xd is not None else prep(X_dev, lo, hi)
+            for j, h in enumerate(active):
+                right[j] += int((heads[h][0](xd).argmax(-1) == yd[h][lo:hi]).sum())
+        return [r / len(yd[0]) for r in right]
 
-    best, epochs_run, history = train_with_early_stopping(module, optimizer, run_epoch, dev_accuracy, config)
-    return TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)
+    results = train_with_early_stopping(heads, run_epoch, dev_accuracies, config)
+    return [
+        TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)
+        for (module, _), (best, epochs_run, history) in zip(heads, results)
+    ]
+
+
+def one_at_a_time(fit):
+    """A trainer of several label sets (as :func:`fit_probes`) from a trainer of one, fitting each alone."""
+    return lambda X, ys, X_dev, ys_dev, n, config: [fit(X, y, X_dev, d, n, config) for y, d in zip(ys, ys_dev)]
+
+
+MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
 
 
 def online_codelength(
-    X,
-    y,
-    X_dev,
-    y_dev,
-    n_classes: int,
-    config: ProbeConfig = ProbeConfig(),
-    fractions: tuple = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0),
-    fit=None,
+    X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig(), fractions=MDL_FRACTIONS, fit=None
 ) -> dict:
     """Online code (Voita & Titov 2020): the first block is sent with a uniform code, every next
     block with a probe trained on all blocks before it. Returns bits and the compression
     against the uniform code. ``X, y`` should be in a random order. ``fit``: the probe family's
-    trainer (default :func:`fit_probe`; the span probe passes its own, with ``X`` its inputs)."""
-    fit = fit or fit_probe
-    n = len(y)
+    trainer of one label set (default :func:`fit_probe`; the span probe passes its own, with ``X``
+    its inputs)."""
+    many = fit_probes if fit is None else one_at_a_time(fit)
+    return online_codelengths(X, [y], X_dev, [y_dev], n_classes, config, fractions, many)[0]
+
+
+def online_codelengths(
+    X,
+    ys: list,
+    X_dev,
+    ys_dev: list,
+    n_classes: int,
+    config: ProbeConfig = ProbeConfig(),
+    fractions=MDL_FRACTIONS,
+    fit=None,
+) -> list[dict]:
+    """:func:`online_codelength` of several label sets on the same ``X`` (a task and its control
+    task), each block's probes trained together by ``fit`` (default :func:`fit_probes`)."""
+    fit = fit or fit_probes
+    n = len(ys[0])
     cuts = sorted({max(2, int(round(f * n))) for f in fractions} | {n})
-    y = np.asarray(y)
-    bits = cuts[0] * math.log2(n_classes)
+    ys = [np.asarray(y) for y in ys]
+    bits = [cuts[0] * math.log2(n_classes)] * len(ys)
     for start, end in zip(cuts[:-1], cuts[1:]):
-        probe = fit(X[:start], y[:start], X_dev, y_dev, n_classes, config)
-        p = probe.predict_proba(X[start:end])[np.arange(end - start), y[start:end]]
-        bits += float(-np.log2(np.clip(p, 1e-12, 1.0)).sum())
+        probes = fit(X[:start], [y[:start] for y in ys], X_dev, ys_dev, n_classes, config)
+        block = X[start:end]
+        for i, (probe, y) in enumerate(zip(probes, ys)):
+            p = probe.predict_proba(block)[np.arange(end - start), y[start:end]]
+            bits[i] += float(-np.log2(np.clip(p, 1e-12, 1.0)).sum())
     uniform = n * math.log2(n_classes)
-    return {"mdl_bits": bits, "uniform_bits": uniform, "compression": uniform / bits, "blocks": cuts}
+    return [{"mdl_bits": b, "uniform_bits": uniform, "compression": uniform / b, "blocks": cuts} for b in bits]

@@ -182,17 +182,17 @@ def fit_span_probe(
     optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
-    def run_epoch() -> None:
+    def run_epoch(active) -> None:
         for idx in length_batches(X, batch_size, g):
             loss = F.cross_entropy(module(gather, _spans(X, idx)), y_t[idx])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
-    def dev_accuracy() -> float:
-        return float((trained.predict(X_dev) == yd).mean()) if len(yd) else 0.0
+    def dev_accuracy(active) -> list[float]:
+        return [float((trained.predict(X_dev) == yd).mean()) if len(yd) else 0.0]
 
-    trained.dev_accuracy, trained.epochs_run, trained.history = train_with_early_stopping(
-        module, optimizer, run_epoch, dev_accuracy, config
+    [(trained.dev_accuracy, trained.epochs_run, trained.history)] = train_with_early_stopping(
+        [(module, optimizer)], run_epoch, dev_accuracy, config
     )
     return trained
