@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 from probing_lab.analysis import layer_label
 
 PALETTE = qualitative.D3 + qualitative.Set2 + qualitative.Pastel1
+DISTINCT = qualitative.Dark24 + qualitative.Light24  # 48 colours, none repeated: for many labels at once
 
 
 def colour_map(labels: Sequence) -> dict:

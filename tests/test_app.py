@@ -244,6 +244,17 @@ def test_clustering_colourings_and_csv():
     at.number_input(key="n_sentences").set_value(15).run()
     ok(at)
     assert len(charts(at)) == 4 and "15 sentences" in texts(at.caption)
+    spec = json.loads(charts(at)[0].proto.spec)
+    colours = [t["marker"]["color"] for t in spec["data"]]
+    assert len(colours) > 10 and len(set(colours)) == len(colours)  # no two labels share a colour
+    silhouettes = markdown_table(at).set_index("layer")["silhouette (cosine, full dimension)"].astype(float)
+    best = silhouettes.idxmax()
+    said = (
+        f"Here **{best}** groups the UPOS labels best ({silhouettes[best]:.3f})"
+        if silhouettes[best] > 0
+        else "No layer groups the UPOS labels here"
+    )
+    assert said in texts(at.markdown)  # the hint is written from the page's own numbers
     assert "UMAP about" in texts(at.caption) and "t-SNE about" in texts(at.caption)  # said before it is picked
     for colour in ("dependency relation", "frequency (EWT train)", "OOV (not in EWT train)"):
         at.selectbox(key="colour").select(colour).run()

@@ -3,6 +3,7 @@ of speech, dependency relation, frequency or out-of-vocabulary. Syntax should cl
 in L0 (spelling only) and L2 (more semantic)."""
 
 import data_sets
+import figures
 import lab_ui
 import model_choice
 import numpy as np
@@ -29,7 +30,10 @@ lab_ui.page(
         "Every token of a treebank sample as a point, per layer, coloured by part of speech, dependency "
         "relation, frequency or out-of-vocabulary."
     ),
-    tries="colour by part of speech and compare L0, L1 and L2: syntax should cluster most in L1.",
+    tries=(
+        "colour by part of speech, then by dependency relation, and read the silhouettes under the maps: which "
+        "layer groups the labels best here?"
+    ),
 )
 st.markdown(
     "Tokens of a random sample of EWT dev sentences, one map per layer. Hover a point to see the token in its sentence."
@@ -147,6 +151,7 @@ with lab_ui.friendly_errors("The clustering view"):
             y="y",
             color=column,
             category_orders={column: order},
+            color_discrete_sequence=figures.DISTINCT,  # one colour per label (17 UPOS tags, 37 relations...)
             hover_data={
                 "x": False,
                 "y": False,
@@ -162,6 +167,8 @@ with lab_ui.friendly_errors("The clustering view"):
             render_mode="auto",
         )
         fig.update_traces(marker={"size": 5, "opacity": 0.75})
+        # the whole legend under the map (at the side it was cut after ~12 labels)
+        fig.update_layout(legend={"orientation": "h", "y": -0.02, "yanchor": "top", "title": None})
         fig.update_xaxes(showticklabels=False, title=None)
         fig.update_yaxes(showticklabels=False, title=None)
         cols[i % 2].plotly_chart(fig, key=f"cluster_{key}")
@@ -178,6 +185,14 @@ with lab_ui.friendly_errors("The clustering view"):
                 ]
             )
         )
+        ranked = sorted(quality, key=quality.get, reverse=True)
+        listed = ", ".join(f"{layer_label(k)} ({quality[k]:.3f})" for k in ranked[1:])
+        if quality[ranked[0]] <= 0:  # the hint comes from this page's numbers, not from the literature
+            said = f"No layer groups the {colour_label} labels here (every silhouette is 0 or below)."
+        else:
+            said = f"Here **{layer_label(ranked[0])}** groups the {colour_label} labels best ({quality[ranked[0]]:.3f})"
+            said += f", then {listed}." if listed else "."
+        st.markdown(said + " A linear probe can still find a label a layer does not cluster by: see the Probes page.")
         st.caption(
             "Computed on the vectors themselves, not on the 2-D map; above 0 means tokens are closer to "
             "tokens with the same label than to the nearest other label."
