@@ -541,7 +541,17 @@ def test_training_page_shows_the_learning_curves(tmp_path):
     at = ok(run("training"))
     assert len(charts(at)) == 1
     rows = frame(at)
-    assert {"WSD L1", "UPOS L1", "perplexity", "tokens (M)"} <= set(rows.columns) and len(rows) >= 8
+    assert {"WSD L1", "UPOS L1", "perplexity", "tokens (M)", "stage"} <= set(rows.columns) and len(rows) >= 8
+    # by default the shipped model's stages end to end: the axis ends at the model card's total tokens
+    runs = at.multiselect(key="curves_runs")
+    assert runs.value == ["shipped model (data/models/elmo-lab): all stages"]
+    card = json.loads((ROOT / "data" / "models" / "elmo-lab" / "model_card.json").read_text())
+    total = sum(stage["tokens"] for stage in card["stages"]) / 1e6
+    assert rows["tokens (M)"].max() == pytest.approx(total, abs=0.05) and set(rows["stage"]) == {0, 1}
+    spec = json.loads(charts(at)[0].proto.spec)
+    assert any("stage 1" in a.get("text", "") for a in spec["layout"]["annotations"])  # the boundary, marked
+    names = [o for o in runs.options if "campaign-stage1" in o or "last stage" in o]
+    assert len(names) == 1, names  # the shipped model's curves and stage 1's are one file: listed once
     at.text_input(key="curves_run").input(str(tmp_path / "nowhere")).run()
     ok(at)
     at.multiselect(key="curves_runs").set_value([f"run: {tmp_path / 'nowhere'}"]).run()

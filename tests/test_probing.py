@@ -189,6 +189,20 @@ def test_probes_trained_together_are_the_probes_trained_alone(mix):
     assert codes[1]["mdl_bits"] == pytest.approx(alone["mdl_bits"], rel=1e-5)
 
 
+def test_stages_chain_on_one_token_axis():
+    from probing_lab.probing.curves import chain_stages
+
+    stage0 = [{"step": 0, "tokens_seen": 0}, {"step": 10, "tokens_seen": 100}]
+    stage1 = [{"step": 0, "tokens_seen": 0}, {"step": 5, "tokens_seen": 40}]
+    chained = chain_stages([stage0, stage1])
+    assert [(r["stage"], r["step"], r["tokens_seen"]) for r in chained] == [
+        (0, 0, 0),
+        (0, 10, 100),
+        (1, 10, 100),  # stage 1's first evaluation: the same model, on the new stage's heldout
+        (1, 15, 140),
+    ]
+
+
 # --- the activation cache ----------------------------------------------------------------------
 
 

@@ -144,6 +144,34 @@ def read_curves(path: str | Path) -> list[dict]:
     return sorted(records, key=lambda r: r["step"])
 
 
+def chain_stages(stages: list[list[dict]]) -> list[dict]:
+    """The records of training stages run one after another (each stage's ``tokens_seen`` and
+    ``step`` restart at 0) on one axis: each stage's counts are offset by the totals of the stages
+    before it, and every record gets its ``stage`` (0, 1, ...). A stage's step-0 record is the
+    previous stage's last model measured again, on that stage's own heldout text: kept, it shows
+    how much of a jump at a boundary is the new heldout, not the model."""
+    chained, tokens, steps = [], 0, 0
+    for i, records in enumerate(stages):
+        for r in records:
+            chained.append({**r, "stage": i, "tokens_seen": r["tokens_seen"] + tokens, "step": r["step"] + steps})
+        if records:
+            tokens, steps = chained[-1]["tokens_seen"], chained[-1]["step"]
+    return chained
+
+
+def read_stages(path: str | Path) -> dict[str, list[dict]]:
+    """A stages file (``{"name": ["stage0.jsonl", "stage1.jsonl", ...]}``, files relative to it):
+    each name's stages chained by :func:`chain_stages`."""
+    import json
+
+    path = Path(path)
+    try:
+        named = json.loads(read_utf8(path))
+        return {name: chain_stages([read_curves(path.parent / f) for f in files]) for name, files in named.items()}
+    except (json.JSONDecodeError, AttributeError, TypeError) as e:
+        raise ValueError(f"{path}: not a stages file ({{name: [curves files]}}): {e}") from None
+
+
 def curves_table(runs: dict[str, list[dict]]) -> str:
     """One line per evaluation: tokens seen, heldout perplexity, quick WSD and UPOS per layer."""
     lines = ["run | step | tokens | heldout ppl (fwd/bwd) | WSD L0 / L1 / L2 (MFS) | UPOS L0 / L1 / L2"]
