@@ -341,7 +341,7 @@ def test_probes_compare_models(tmp_path):
     assert "Skipped unreadable runs" in texts(at.warning)
     assert len(charts(at)) == 2  # the layer curves and the confusion matrix
     rows = frame(at)
-    assert set(rows["model"]) == {"shipped:elmo-lab", "random:cpu-small (seed 0)"} and len(rows) == 8
+    assert set(rows["model"]) == {"shipped model (elmo-lab)", "random init (cpu-small, seed 0)"} and len(rows) == 8
     per_label = frame(at, 1).set_index("label")
     assert (
         per_label.loc["ADJ", "accuracy"] == pytest.approx(0.5) and per_label.loc["ADJ", "most confused with"] == "VERB"
@@ -376,7 +376,7 @@ def test_probes_shipped_results_are_shown():
     assert at.selectbox(key="experiment").value == "pos_ewt"  # opens on the clearest result
     assert len(charts(at)) >= 1 and "shipped" in " ".join(frame(at)["model"])
     models = set(frame(ok(at))["model"])  # the shipped model and its early snapshot, side by side
-    assert {"shipped:elmo-lab", "checkpoint:data/models/elmo-lab-early"} <= models, models
+    assert {"shipped model (elmo-lab)", "early snapshot (elmo-lab-early)"} <= models, models
 
 
 def test_runs_started_in_the_app_go_to_the_user_data_folder(tmp_path, monkeypatch):
@@ -522,7 +522,7 @@ def test_compare_page_cka_of_a_model_with_itself_and_with_a_random_init():
     at.multiselect(key="cmp_layers").set_value(["0", "1f", "1b"]).run()
     at.selectbox(key="cmp_other").set_value("random init of the same shape").run()
     ok(at)
-    assert "random:cpu-tiny (seed 1)" in " ".join(frame(at)["model"])  # another seed than the current model's
+    assert "random init (cpu-tiny, seed 1)" in " ".join(frame(at)["model"])  # another seed than the current model's
     at.multiselect(key="cmp_layers").set_value([]).run()
     assert "Pick at least one layer" in texts(ok(at).warning)
     at.multiselect(key="cmp_layers").set_value(["0"]).run()

@@ -648,4 +648,4 @@ def test_layer_curves_of_two_runs_name_every_line_by_its_run():
     names = [trace.name for trace in fig.data]
     assert len(names) == len(set(names)), names
     assert any(n.endswith("majority per type") for n in names) and not fig.layout.annotations
-    assert all(any(n.startswith(run.model) for n in names) for run in runs)
+    assert all(any(n.startswith(run.model_label) for n in names) for run in runs)

@@ -248,7 +248,7 @@ def test_probes_page_refuses_folders_outside_the_allowed_roots(tmp_path, monkeyp
     assert at.selectbox(key="experiment").value == "pos_ewt" and widget(at, "multiselect", "Runs to compare").value == [
         "pos-a"
     ]
-    assert set(at.dataframe[0].value["model"]) == {"random:cpu-small (seed 0)"}
+    assert set(at.dataframe[0].value["model"]) == {"random init (cpu-small, seed 0)"}
 
 
 def test_probes_page_without_runs(monkeypatch):

@@ -38,7 +38,8 @@ lab_ui.page(
         "How well a linear probe reads part of speech, syntax or word sense from each layer, against its baselines."
     ),
     tries=(
-        "`pos_ewt` and `wsd_coarse` side by side: which layer peaks for each, and by how much over the control task?"
+        "`pos_ewt`: which layer peaks, and how far above the control task and the random-init model? Then "
+        "`wsd_coarse`: which layer peaks, and by how much over the most frequent sense?"
     ),
 )
 st.markdown(
@@ -317,7 +318,7 @@ chosen = st.multiselect(
     names,
     default=None if runs_key in st.session_state else names[:4],  # a finished own-file run sets it (above)
     key=runs_key,
-    format_func=lambda n: f"{n} · {runs[n].model}",
+    format_func=lambda n: f"{n} · {runs[n].model_label}",
 )
 if not chosen:
     st.warning("Pick at least one run.")
@@ -330,16 +331,16 @@ with lab_ui.friendly_errors("The probe view"):
     for run in selected:
         said = intervals.run_verdicts(run.metrics)
         if said:
-            st.markdown(f"**{run.model}**, with 95% intervals over the test {run.metrics.get('unit', 'item')}s:")
+            st.markdown(f"**{run.model_label}**, with 95% intervals over the test {run.metrics.get('unit', 'item')}s:")
             st.markdown("\n".join(f"- {line}" for line in said))
         elif not run.metrics.get("comparisons"):
-            st.caption(f"{run.model}: a run from before intervals were stored (no predictions.npz): no interval.")
+            st.caption(f"{run.model_label}: a run from before intervals were stored (no predictions.npz): no interval.")
     first = selected[0]
     splits = first.splits if isinstance(first.splits, dict) else {}
     where = ", ".join(f"{role}: {value}" for role, value in splits.items() if value and value != role)
     st.caption(f"Task {first.task} on {first.dataset}" + (f" ({where})" if where else "") + ".")
     below = [
-        f"{run.model} {layer_label(key)} ({e.score:.3f} < control {e.control_score:.3f})"
+        f"{run.model_label} {layer_label(key)} ({e.score:.3f} < control {e.control_score:.3f})"
         for run in selected
         for key, e in run.layers.items()
         if e.control_score is not None and e.score < e.control_score
@@ -358,7 +359,7 @@ with lab_ui.friendly_errors("The probe view"):
             "Run",
             with_confusion,
             key=lab_ui.key_on("confusion_run", root, experiment, *with_confusion),
-            format_func=lambda n: f"{n} · {runs[n].model}",
+            format_func=lambda n: f"{n} · {runs[n].model_label}",
         )
         run = runs[run_name]
         keys = [k for k, e in run.layers.items() if e.confusion]

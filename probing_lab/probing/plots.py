@@ -26,7 +26,7 @@ def layer_curve_figure(runs: list[ProbeRun]):
     fig = go.Figure()
     for run in runs:
         labels, score, control, random, context = _series(run)
-        name = run.model
+        name = run.model_label
         fig.add_trace(go.Scatter(x=labels, y=score, mode="lines+markers", name=f"{name}: {run.experiment}"))
         if any(c is not None for c in control):
             fig.add_trace(

@@ -164,7 +164,7 @@ class ProbeRun:
             e = self.layers[key]
             out.append(
                 {
-                    "model": self.model,
+                    "model": self.model_label,
                     "layer": layer_label(key),
                     self.metric_name: _cell(e.score, e.ci95),
                     "control task": _cell(e.control_score, e.control_ci95),
@@ -176,6 +176,22 @@ class ProbeRun:
                 }
             )
         return out
+
+    @property
+    def model_label(self) -> str:
+        """The model in words: ``checkpoint:data/models/elmo-lab-early`` -> "early snapshot
+        (elmo-lab-early)", ``shipped:elmo-lab`` -> "shipped model (elmo-lab)", ``random:P (seed S)``
+        -> "random init (P, seed S)"; other names as they are."""
+        kind, _, rest = self.model.partition(":")
+        if kind == "shipped":
+            return f"shipped model ({rest})"
+        if kind == "random":
+            preset, _, seed = rest.partition(" (")
+            return f"random init ({preset}{', ' + seed.rstrip(')') if seed else ''})"
+        if kind == "checkpoint":
+            name = Path(rest).name
+            return f"early snapshot ({name})" if name.endswith("-early") else f"checkpoint {name}"
+        return self.model
 
     @property
     def metric_name(self) -> str:
