@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--data-dir")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--keep", help="keep each run folder here (FOLDER/EXPERIMENT), e.g. to commit it")
     args = parser.parse_args()
     model = ["--model", args.model] if args.model else []
     rows = []
@@ -93,8 +94,9 @@ def main() -> None:
                 [*threads, "embed", "--input", str(text), "--output", str(tmp / "e.h5"), "--quiet", *model], env
             )
             data = ["--data-dir", args.data_dir] if args.data_dir else []
-            run = command([*threads, "probe", str(path), "--out", str(tmp / "run"), "--quiet", *model, *data], env)
-            metrics = json.loads((tmp / "run" / "metrics.json").read_text())
+            run_dir = Path(args.keep) / path.stem if args.keep else tmp / "run"
+            run = command([*threads, "probe", str(path), "--out", str(run_dir), "--quiet", *model, *data], env)
+            metrics = json.loads((run_dir / "metrics.json").read_text())
         split = phases(metrics)
         row = {
             "experiment": path.stem,

@@ -189,6 +189,37 @@ def test_probes_trained_together_are_the_probes_trained_alone(mix):
     assert codes[1]["mdl_bits"] == pytest.approx(alone["mdl_bits"], rel=1e-5)
 
 
+def test_stacked_linear_heads_step_as_torch_adamw_with_autograd():
+    # the fast path writes the gradient and AdamW out by hand: the same numbers as the modules
+    from torch import nn
+
+    from probing_lab.probing.probes import StackedLinear
+
+    X, y = _blobs(n=512, dim=8, k=3)
+    labels = np.stack([y, (y + 1) % 3], 1)
+    cfg = ProbeConfig(lr=0.05, weight_decay=0.01)
+    stacked = StackedLinear(8, 3, 2, cfg)
+    modules = []
+    for _ in range(2):
+        torch.manual_seed(cfg.seed)
+        layer = nn.Linear(8, 3)
+        modules.append((layer, torch.optim.AdamW(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)))
+    xs, ys = torch.as_tensor(X), torch.as_tensor(labels)
+    for step in range(6):
+        rows = slice(64 * step, 64 * (step + 1))
+        active = [0, 1] if step < 4 else [1]  # head 0 stops after four steps
+        stacked.step(xs[rows], ys[rows], active)
+        for h in active:
+            layer, optimizer = modules[h]
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(layer(xs[rows]), ys[rows, h]).backward()
+            optimizer.step()
+    for h, (layer, _) in enumerate(modules):
+        module = stacked.module(h, cfg)
+        assert torch.allclose(module.net.weight, layer.weight, atol=1e-6)
+        assert torch.allclose(module.net.bias, layer.bias, atol=1e-6)
+
+
 def test_stages_chain_on_one_token_axis():
     from probing_lab.probing.curves import chain_stages
 

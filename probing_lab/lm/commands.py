@@ -1,4 +1,4 @@
-"""``probing-lab lm score|predict|agreement``: the biLM as a language model from the command line."""
+"""``probing-lab lm score|predict|agreement|blimp``: the biLM as a language model from the command line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from ..argtypes import positive_int
-from ..command_line import add_model_options
+from ..command_line import add_model_options, add_output_folder, output_folder
 
 log = logging.getLogger("probing_lab")
 
@@ -93,8 +93,44 @@ def cmd_lm_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+BLIMP_FILES = ("metrics.json", "table.md")
+
+
+def cmd_lm_blimp(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..fileio import atomic_directory
+    from .blimp import blimp_table, evaluate_blimp, read_blimp, read_pairs_file
+    from .language_model import load_language_model
+
+    out = output_folder(args, "lm blimp", *([args.pairs] if args.pairs else []), names=BLIMP_FILES, fresh="blimp")
+    if args.pairs:
+        pairs = read_pairs_file(args.pairs)
+    else:
+        paradigms = [p.strip() for p in args.paradigms.split(",") if p.strip()] if args.paradigms else None
+        pairs = read_blimp(args.data_dir, paradigms)  # read and checked before the model loads
+    lm = load_language_model(args.model, args.seed)
+    log.info("%d minimal pairs, model %s", len(pairs), lm.name)
+    bar = tqdm(total=2 * len(pairs), unit="sentence", disable=args.quiet, desc="blimp")
+    metrics = evaluate_blimp(
+        lm, pairs, args.data_dir, args.batch_size, on_progress=lambda done, total: bar.update(done - bar.n)
+    )
+    bar.close()
+    if args.pairs:
+        metrics["pairs_file"] = str(Path(args.pairs).resolve())
+    table = blimp_table(metrics)
+    with atomic_directory(out, command="lm blimp") as tmp:
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n", encoding="utf-8")
+        (tmp / "table.md").write_text(table, encoding="utf-8")
+    print(table, end="")
+    log.info(
+        "%d pairs in %.0f s (%.0f pairs/s); wrote %s", len(pairs), metrics["seconds"], metrics["pairs_per_second"], out
+    )
+    return 0
+
+
 def add_lm_commands(sub) -> None:
-    p = sub.add_parser("lm", help="the biLM as a language model: score, predict, agreement")
+    p = sub.add_parser("lm", help="the biLM as a language model: score, predict, agreement, blimp")
     lm = p.add_subparsers(dest="lm_command", required=True)
 
     def model_args(c):
@@ -126,3 +162,20 @@ def add_lm_commands(sub) -> None:
     c.add_argument("--pair-seed", type=int, default=0, help="generator seed (with --write-pairs)")
     model_args(c)
     c.set_defaults(func=cmd_lm_agreement)
+
+    c = lm.add_parser(
+        "blimp",
+        help="BLiMP (67 paradigms of minimal pairs) or your own pairs: accuracy per paradigm and phenomenon",
+        description="A pair is right when the good sentence has the higher total log-probability (forward, "
+        "backward, and both summed); beside ours the published 5-gram, LSTM, Transformer-XL, GPT-2 and humans.",
+    )
+    c.add_argument(
+        "--data-dir", help="datasets folder holding blimp/ (default $PROBING_LAB_DATA or ../shared/datasets)"
+    )
+    c.add_argument("--paradigms", help="comma-separated paradigm names (default: all 67)")
+    c.add_argument("--pairs", help="instead: your own JSON-lines file of pairs (sentence_good, sentence_bad[, UID])")
+    c.add_argument("--batch-size", type=positive_int, default=128, help="sentences per biLM pass")
+    add_output_folder(c, "folder for metrics.json and table.md")
+    c.add_argument("--quiet", action="store_true")
+    model_args(c)
+    c.set_defaults(func=cmd_lm_blimp)

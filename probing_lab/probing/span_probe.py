@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .probes import ProbeConfig, classifier, train_with_early_stopping
+from .probes import ModuleHeads, ProbeConfig, classifier, train_with_early_stopping
 
 
 @dataclass
@@ -193,6 +193,6 @@ def fit_span_probe(
         return [float((trained.predict(X_dev) == yd).mean()) if len(yd) else 0.0]
 
     [(trained.dev_accuracy, trained.epochs_run, trained.history)] = train_with_early_stopping(
-        [(module, optimizer)], run_epoch, dev_accuracy, config
+        ModuleHeads([(module, optimizer)]), run_epoch, dev_accuracy, config
     )
     return trained
