@@ -191,6 +191,57 @@ def agreement_bars(accuracy: dict, title: str) -> go.Figure:
     return fig
 
 
+BLIMP_MARKS = {"ngram": ("5-gram", "circle-open"), "lstm": ("LSTM (83M tokens)", "diamond-open"),
+               "txl": ("Transformer-XL", "square-open"), "gpt2": ("GPT-2", "star-open")}  # fmt: skip
+
+
+def blimp_bars(metrics: dict, direction: str = "both") -> go.Figure:
+    """BLiMP per phenomenon (and overall): our accuracy as bars with 95% intervals, the published
+    models as marks on each bar, human agreement as a line mark, chance at 0.5."""
+    rows = sorted(metrics["phenomena"].items(), key=lambda kv: kv[1][direction]) + [("overall", metrics["overall"])]
+    names = [n.replace("_", " ") for n, _ in rows]
+    values = [r[direction] for _, r in rows]
+    lo = [v - r[f"{direction}_ci95"][0] for v, (_, r) in zip(values, rows)]
+    hi = [r[f"{direction}_ci95"][1] - v for v, (_, r) in zip(values, rows)]
+    fig = go.Figure(
+        go.Bar(
+            y=names,
+            x=values,
+            orientation="h",
+            name=f"this model ({direction})",
+            marker_color="#1f77b4",
+            error_x={"type": "data", "array": hi, "arrayminus": lo},
+            hovertemplate="%{y}: %{x:.3f}<extra>this model</extra>",
+        )
+    )
+    for key, (label, symbol) in BLIMP_MARKS.items():
+        xs = [r.get("published", {}).get(key) for _, r in rows]
+        fig.add_trace(
+            go.Scatter(
+                y=names, x=xs, mode="markers", name=label, marker={"symbol": symbol, "size": 10, "line": {"width": 2}}
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            y=names,
+            x=[r.get("human") for _, r in rows],
+            mode="markers",
+            name="humans",
+            marker={"symbol": "line-ns-open", "size": 14, "color": "black", "line": {"width": 2}},
+        )
+    )
+    fig.add_vline(x=0.5, line_dash="dot", annotation_text="chance")
+    fig.update_layout(
+        title=f"BLiMP: share of minimal pairs where the good sentence is more probable ({metrics['model']})",
+        xaxis={"range": [0.3, 1.0], "title": "accuracy"},
+        template="plotly_white",
+        height=120 + 34 * len(rows),
+        legend={"orientation": "h", "y": -0.12},
+        margin={"l": 200},
+    )
+    return fig
+
+
 def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
     """Activation patching: layers x positions, the share of the clean logit difference restored
     (blank where the LM has not read the position before its prediction)."""

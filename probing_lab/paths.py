@@ -30,6 +30,7 @@ CANDIDATE_MODEL_DIR = REPO_ROOT / "data" / "warm-start" / "campaign"
 WORD2VEC_DIR = REPO_ROOT / "data" / "models" / "word2vec-lab"  # static vectors on the LM corpus (context-free)
 PROBES_DIR = REPO_ROOT / "probes"
 CAUSAL_RESULTS_DIR = REPO_ROOT / "causal" / "results"  # the shipped model's committed causal runs
+LM_RESULTS_DIR = REPO_ROOT / "lm" / "results"  # the shipped model's committed language-model runs (BLiMP)
 AGREEMENT_PAIRS_FILE = REPO_ROOT / "data" / "agreement" / "subject_verb.jsonl"  # the LM's minimal pairs
 APP_DIR = REPO_ROOT / "app"
 SYSTEM_WORDNET = Path("/usr/share/wordnet")

@@ -393,19 +393,24 @@ def test_every_probe_dataset_train_and_test_is_excluded(tmp_path):
         },
     )
     (data / "wsd/CoarseWSD-20/bank/train.data.txt").write_text("1\tthe bank raised its interest rates .\n")
+    (data / "blimp/data").mkdir(parents=True)
+    (data / "blimp/data/anaphor_gender_agreement.jsonl").write_text(
+        '{"sentence_good": "Katherine can\'t help herself.", "sentence_bad": "Katherine can\'t help himself."}\n'
+    )
     found = default_exclusions(data)
     assert [p.relative_to(data).as_posix() for p in found] == [
         "ud-english-ewt/en_ewt-ud-train.conllu",
         "ud-english-gum/en_gum-ud-dev.conllu",
         "ptb-sample/treebank.zip",
         "wsd/CoarseWSD-20/bank/train.data.txt",
+        "blimp/data/anaphor_gender_agreement.jsonl",
     ]
 
     text = tmp_path / "a.txt"
     text.write_text(
         "The bank closed early today. Museums are open on Sundays. Pierre Vinken joined the board. "
-        "The bank raised its interest rates. A sentence that stays.\n"
+        "The bank raised its interest rates. Katherine can't help herself. A sentence that stays.\n"
     )
     stats = build_corpus(tmp_path / "out", [text], exclude=found, heldout_fraction=0.0, n_shards=1, progress=None)
     assert _corpus_lines(tmp_path / "out") == ["A sentence that stays ."]
-    assert stats["evaluation_sentences_removed"] == 4
+    assert stats["evaluation_sentences_removed"] == 5  # the BLiMP sentence too

@@ -1,6 +1,7 @@
 """Language model: ELMo is two language models. Per word, how surprised each direction is and what it
 expected instead; the sentence's perplexity per direction; and subject-verb agreement minimal pairs."""
 
+import json
 import math
 
 import figures
@@ -9,8 +10,11 @@ import model_choice
 import streamlit as st
 
 from probing_lab.lm.agreement import DESCRIPTIONS, evaluate_agreement, read_pairs
+from probing_lab.lm.blimp import blimp_table
 from probing_lab.lm.language_model import NoSoftmaxError
 from probing_lab.lm.score import predict, score_sentences
+from probing_lab.paths import LM_RESULTS_DIR
+from probing_lab.stats import plus_minus
 from probing_lab.text import tokenize
 from probing_lab.training.vocab import UNK_TOKEN
 
@@ -134,3 +138,42 @@ if st.button("Evaluate agreement on this model (1,200 pairs, about a minute on t
 if key in results:
     st.plotly_chart(figures.agreement_bars(results[key], f"Agreement accuracy, {lm.name}"), key="agreement")
     st.dataframe([{"construction": k, **v} for k, v in results[key].items()], hide_index=True)
+
+st.subheader("BLiMP: the field's benchmark of grammar")
+blimp_runs = {p.parent.name: p for p in sorted(LM_RESULTS_DIR.glob("*/metrics.json"))}
+blimp = {}
+for name, path in blimp_runs.items():
+    with lab_ui.friendly_errors(f"The BLiMP run {name}"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("kind") == "blimp":
+            blimp[name] = record
+if not blimp:
+    st.info(f"No committed BLiMP run in {LM_RESULTS_DIR}: `probing-lab lm blimp --out {LM_RESULTS_DIR}/NAME`.")
+else:
+    c1, c2 = st.columns(2)
+    name = c1.selectbox("Run", list(blimp), key="blimp_run", format_func=lambda n: f"{n} ({blimp[n]['model']})")
+    run = blimp[name]
+    direction = c2.radio("Direction", ["both", "forward", "backward"], horizontal=True, key="blimp_direction")
+    overall = run["overall"]
+    st.markdown(
+        f"Warstadt et al. (2020): 67 paradigms of 1,000 minimal pairs. A pair is right when the good sentence has "
+        f"the higher total log-probability. **{run['model']}**: forward "
+        f"{plus_minus(overall['forward'], overall['forward_ci95'])}, backward "
+        f"{plus_minus(overall['backward'], overall['backward_ci95'])}, both "
+        f"{plus_minus(overall['both'], overall['both_ci95'])} over {run['pairs']:,} pairs"
+        + (
+            "; published: "
+            + ", ".join(f"{label} {overall['published'][k]:.3f}" for k, (label, _) in figures.BLIMP_MARKS.items())
+            if "published" in overall
+            else ""
+        )
+        + (f"; humans {overall['human']:.3f}." if "human" in overall else ".")
+    )
+    st.plotly_chart(figures.blimp_bars(run, direction), key="blimp_bars")
+    st.caption(
+        f"Bars: this model with 95% bootstrap intervals (pairs resampled within each paradigm); marks: the "
+        "published models (their LSTM read about 83M tokens of Wikipedia; the shipped model 25M token positions "
+        "of a 12-13M-token corpus, its model card). "
+        f"{run['oov']['pairs_with_oov']:,} pairs hold a word outside this model's vocabulary (scored as <UNK>)."
+    )
+    st.markdown(blimp_table(run))

@@ -19,7 +19,8 @@ _PTB_SAMPLE_ZIPS = ("treebank", "dependency_treebank", "conll2000")  # NLTK's zi
 
 
 def read_exclusion_file(path: Path) -> list[list[str]]:
-    """Sentences of a CoNLL-U file, a Raganato ``*.data.xml``, a CoarseWSD ``*.data.txt``, or the
+    """Sentences of a CoNLL-U file, a Raganato ``*.data.xml``, a CoarseWSD ``*.data.txt``, a
+    minimal-pair ``.jsonl`` (BLiMP: ``sentence_good`` and ``sentence_bad``), or the
     PTB sample: ``.mrg`` trees (leaves, ``-NONE-`` traces skipped), NLTK's ``treebank.zip``,
     ``dependency_treebank.zip`` and ``conll2000.zip`` (train and test)."""
     from ..datasets import ptb
@@ -51,10 +52,18 @@ def read_exclusion_file(path: Path) -> list[list[str]]:
         import xml.etree.ElementTree as ET
 
         return [[w.text or "" for w in s] for s in ET.parse(path).getroot().iter("sentence")]
+    if path.suffix == ".jsonl":  # BLiMP's (and any) minimal pairs: both sentences of every pair
+        import json
+
+        from ..text import tokenize
+
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [tokenize(r[k]) for r in records for k in ("sentence_good", "sentence_bad") if isinstance(r.get(k), str)]
     if path.name.endswith(".data.txt"):
         return [line.split("\t", 1)[-1].split() for line in text.splitlines() if line.strip()]
     raise CorpusError(
-        f"{path}: exclusion files are .conllu, Raganato .data.xml, CoarseWSD .data.txt, .mrg or the PTB sample zips"
+        f"{path}: exclusion files are .conllu, Raganato .data.xml, CoarseWSD .data.txt, minimal-pair .jsonl, .mrg "
+        "or the PTB sample zips"
     )
 
 

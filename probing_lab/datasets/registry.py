@@ -60,6 +60,7 @@ EVALUATION_FILES = {
     "conll2000": ("ptb-sample/conll2000.zip",),
     "raganato": ("wsd/wsd_raganato_eval/*/*.data.xml",),
     "coarsewsd": ("wsd/CoarseWSD-20/*/*.data.txt",),
+    "blimp": ("blimp/data/*.jsonl",),  # the LM benchmark: no minimal pair may be trained on either
 }
 
 
