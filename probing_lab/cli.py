@@ -246,11 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(sub)
     add_download_command(sub)
     add_causal_commands(sub)
+    from .attribution.commands import add_attribute_commands
     from .static.commands import add_word2vec_command  # word2vec: static vectors on the LM corpus
     from .sweeps.commands import add_sweep_command
 
     add_word2vec_command(sub)
     add_sweep_command(sub)
+    add_attribute_commands(sub)
 
     add_probe_command(sub)
 
