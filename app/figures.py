@@ -242,6 +242,24 @@ def blimp_bars(metrics: dict, direction: str = "both") -> go.Figure:
     return fig
 
 
+def attribution_html(tokens: Sequence[str], scores: Sequence[float], position: Optional[int] = None) -> str:
+    """Words on coloured backgrounds: blue where a word pushes towards the prediction, red where it
+    pushes against, the stronger the deeper (scaled to the largest |score|); the predicted word
+    underlined. Every word is HTML-escaped."""
+    import html
+
+    top = max((abs(float(v)) for v in scores), default=0.0) or 1.0
+    spans = []
+    for i, (word, value) in enumerate(zip(tokens, scores)):
+        alpha = min(abs(float(value)) / top, 1.0) * 0.75
+        colour = f"rgba(31,119,180,{alpha:.2f})" if value >= 0 else f"rgba(214,39,40,{alpha:.2f})"
+        style = f"background:{colour};padding:2px 4px;margin:1px;border-radius:3px"
+        if i == position:
+            style += ";text-decoration:underline;font-weight:bold"
+        spans.append(f'<span style="{style}" title="{float(value):+.3f}">{html.escape(word)}</span>')
+    return '<div style="line-height:2.2;font-size:1.05em">' + " ".join(spans) + "</div>"
+
+
 def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
     """Activation patching: layers x positions, the share of the clean logit difference restored
     (blank where the LM has not read the position before its prediction)."""

@@ -470,6 +470,13 @@ def test_lm_page_scores_each_direction_and_runs_the_agreement_test(tmp_path, mon
     assert (rows["forward bits"] > 0).all() and (rows["backward bits"] > 0).all()
     assert {m.label for m in at.metric} >= {"Perplexity, forward", "Perplexity, backward"}
     assert [m.value for m in at.metric if m.label.startswith("Unknown")] == ["0"]
+    # attribution of "are" against "is" by default: coloured words, the unread words after it at 0
+    shown = [h.proto.body for h in at.get("html")]
+    assert len(shown) == 2 and all(h.count("<span") == 10 for h in shown)  # integrated gradients, occlusion
+    assert 'title="+0.000">on<' in shown[0] and "log-probability difference" in texts(at.markdown)
+    assert widget(at, "selectbox", "Word the LM chooses").value == 5
+    at.radio(key="attr_direction").set_value("backward").run()
+    assert 'title="+0.000">keys<' in ok(at).get("html")[0].proto.body  # the backward LM does not read "keys"
     at.text_input(key="lm_text").input("The zebras are here .").run()
     assert [m.value for m in ok(at).metric if m.label.startswith("Unknown")] == ["2"]  # zebras, here
     assert "(<UNK>)" in " ".join(frame(at)["token"])
