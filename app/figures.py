@@ -260,14 +260,19 @@ def attribution_html(tokens: Sequence[str], scores: Sequence[float], position: O
     return '<div style="line-height:2.2;font-size:1.05em">' + " ".join(spans) + "</div>"
 
 
-def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
-    """Activation patching: layers x positions, the share of the clean logit difference restored
-    (blank where the LM has not read the position before its prediction)."""
-    z = np.where(np.isnan(effect), None, effect).tolist()
+def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str, changed: Sequence[int] = ()) -> go.Figure:
+    """Activation patching: layers x the positions the LM read before its prediction (the share of
+    the clean logit difference restored). Columns are named as the word selectors name words
+    (``<S>``, ``0:The``, ``1:officer``, ...); the ``changed`` columns (the words that differ between
+    the two sentences) are outlined and marked trivial: patching them copies the change back."""
+    read = [c for c in range(effect.shape[1]) if not np.all(np.isnan(effect[:, c]))]
+    names = ["<S>", *(f"{i}:{t}" for i, t in enumerate(tokens[1:-1])), "</S>"]
+    z = np.where(np.isnan(effect[:, read]), None, effect[:, read]).tolist()
+    x = [names[c] for c in read]
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[f"{i}:{t}" for i, t in enumerate(tokens)],
+            x=x,
             y=[f"L{k}" for k in range(effect.shape[0])],
             zmin=0.0,
             zmax=1.0,
@@ -276,8 +281,21 @@ def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str) -> go.F
             hovertemplate="%{y} at %{x}<br>%{z:.2f} of the difference restored<extra></extra>",
         )
     )
+    for c in changed:
+        if c in read:
+            i = read.index(c)
+            fig.add_shape(
+                type="rect",
+                x0=i - 0.5,
+                x1=i + 0.5,
+                y0=-0.5,
+                y1=effect.shape[0] - 0.5,
+                line={"color": "red", "width": 2},
+            )
+            fig.add_annotation(x=x[i], y=-0.5, yshift=12, text="changed word (trivial)", showarrow=False)
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=title, height=300, template="plotly_white", margin={"t": 60, "b": 40})
+    fig.update_xaxes(type="category")
+    fig.update_layout(title=title, height=320, template="plotly_white", margin={"t": 70, "b": 40})
     return fig
 
 

@@ -148,11 +148,13 @@ def test_patching_the_only_word_that_differs_restores_the_clean_decision(directi
         assert r.effect[2, 5] == pytest.approx(1.0, abs=1e-5)  # the state that predicts the verb
         np.testing.assert_allclose(r.effect[:, :2], 0, atol=1e-6)  # <S> and "The": the same in both
         assert np.isnan(r.effect[:, 6:]).all()  # read after the verb's prediction: cannot matter
+        assert r.changed == (2,) and r.strongest_other()[:2] == (2, 5)  # not the trivial changed word
     else:  # the verb (position 6) differs; the subject (token 1) is predicted at position 3
         assert r.effect[0, 6] == pytest.approx(1.0, abs=1e-5)
         assert r.effect[2, 3] == pytest.approx(1.0, abs=1e-5)
         np.testing.assert_allclose(r.effect[:, 7:], 0, atol=1e-6)  # "." and </S>
         assert np.isnan(r.effect[:, :3]).all()
+        assert r.changed == (6,) and r.strongest_other()[:2] == (2, 3)
 
 
 def test_patching_refuses_sentences_of_different_lengths_naming_them():
@@ -304,6 +306,7 @@ def test_report_lists_causal_runs_next_to_probe_runs(tmp_path, capsys):
     (tmp_path / "amnesic" / "number-L2-forward" / "metrics.json").write_text(json.dumps(site))
     patch = {"kind": "patch", "model": "m", "constructions": {"simple": {"forward": {
         "pairs": 2, "tokens": ["<S>", "The", "cat", "sleeps", ".", "</S>"], "clean": 2.0, "corrupt": -1.0,
+        "changed": [2],
         "effect": [[0.0, 0.0, 0.9, None, None, None], [0.0, 0.1, 0.5, None, None, None]]}}}}  # fmt: skip
     (tmp_path / "patch").mkdir()
     (tmp_path / "patch" / "metrics.json").write_text(json.dumps(patch))
@@ -313,4 +316,4 @@ def test_report_lists_causal_runs_next_to_probe_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "### causal amnesic" in out
     assert "| number | L2 forward | 6 | 0.940 | 0.750 | 0.750 | 222.0 | 255.0 | 231.5 |" in out
-    assert "| simple | forward | 2 | 2.00 / -1.00 | L0 at 'cat' (0.90) |" in out
+    assert "| simple | forward | 2 | 2.00 / -1.00 | L1 at 'The' (0.10) |" in out  # 'cat' is the changed word

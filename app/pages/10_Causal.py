@@ -17,8 +17,11 @@ from probing_lab.paths import CAUSAL_RESULTS_DIR
 from probing_lab.text import tokenize
 
 MAX_TOKENS = 30
-CLEAN = "The author near the guards laughs ."
-CORRUPT = "The authors near the guards laughs ."
+# chosen by measurement (scripts in the closing note of issue 37): of the 240 prepositional-phrase pairs,
+# the one the shipped forward LM gets right by the widest margin both ways (clean +2.10, corrupt -2.08)
+CLEAN = "The officer near the pilots is tired ."
+CORRUPT = "The officers near the pilots is tired ."
+CONTRAST = "are"
 
 lab_ui.page(
     "Causal: does the model use what the probes find?",
@@ -63,10 +66,20 @@ def patched_construction(spec_key, construction, direction, n, _lm):
 
 
 def show(result, title: str, key: str) -> None:
-    st.plotly_chart(figures.patch_heatmap(result.effect, result.tokens, title), key=key)
+    st.plotly_chart(figures.patch_heatmap(result.effect, result.tokens, title, result.changed), key=key)
+    strongest = result.strongest_other()
+    if strongest is not None:
+        layer, column, value = strongest
+        word = result.tokens[column]
+        where = "the sentence start" if column == 0 else f"'{word}' (word {column - 1})"
+        st.markdown(
+            f"Besides the changed word, the strongest patch is **L{layer} at {where}**: it restores "
+            f"{value:.2f} of the difference alone."
+        )
     st.caption(
         f"Logit difference: clean {result.clean:.2f}, corrupt {result.corrupt:.2f} (mean over {result.pairs} "
-        "pair(s)). 1 = patching this cell alone restores the clean preference, 0 = no change."
+        "pair(s)). 1 = patching this cell alone restores the clean preference, 0 = no change. Only the positions "
+        "the LM has read before its prediction are shown."
     )
 
 
@@ -95,14 +108,15 @@ if lm is not None:
                 "Word the LM predicts", range(len(clean)), index=max(default, 0),
                 format_func=lambda i: f"{i}: {clean[i]}", key="target",
             )  # fmt: skip
-            contrast = c2.text_input("Contrast word (the wrong form)", "laugh", key="contrast").strip()
+            contrast = c2.text_input("Contrast word (the wrong form)", CONTRAST, key="contrast").strip()
             if not contrast:
                 st.warning("Type the contrast word.")
             else:
                 with lab_ui.friendly_errors("Patching"):
                     r = patched(model_choice.spec_key(spec), tuple(clean), tuple(corrupt), target, clean[target],
                                 contrast, direction, lm)  # fmt: skip
-                    title = f"{direction} LM: logit({clean[target]}) − logit({contrast}) at position {target + 1}"
+                    word = clean[target]
+                    title = f"{direction} LM predicting word {target} '{word}': logit({word}) − logit({contrast})"
                     show(r, title, "typed")
     else:
         constructions = sorted({p.construction for p in read_pairs()})

@@ -124,6 +124,7 @@ def cmd_causal_patch(args: argparse.Namespace) -> int:
                 "pairs": r.pairs,
                 "tokens": r.tokens,
                 "clean": r.clean,
+                "changed": list(r.changed),
                 "corrupt": r.corrupt,
                 "effect": [[None if v != v else round(float(v), 4) for v in row] for row in r.effect],
             }

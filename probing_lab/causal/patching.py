@@ -41,6 +41,17 @@ class PatchResult:
     clean: float  # the logit difference of the clean sentence
     corrupt: float  # ... and of the corrupt one
     pairs: int = 1
+    changed: tuple = ()  # the columns (of ``tokens``) where clean and corrupt differ
+
+    def strongest_other(self) -> Optional[tuple[int, int, float]]:
+        """``(layer, column, effect)`` of the strongest patch outside the changed words' columns
+        (patching a changed word restores the difference trivially: it copies the change back)."""
+        effect = self.effect.copy()
+        effect[:, list(self.changed)] = np.nan
+        if np.all(np.isnan(effect)):
+            return None
+        layer, column = np.unravel_index(np.nanargmax(effect), effect.shape)
+        return int(layer), int(column), float(effect[layer, column])
 
 
 def counterpart(pair: MinimalPair) -> tuple[tuple, tuple, int]:
@@ -120,7 +131,8 @@ def patch_tokens(lm, clean, corrupt, target: int, good: str, bad: str, direction
             iv = [copy_from(layer, direction, values, positions=[p])]
             patched = _logit_difference(lm, corrupt, target, good, bad, direction, iv)
             effect[layer, p] = (patched - base_corrupt) / span if abs(span) > 1e-6 else 0.0
-    return PatchResult(direction, ["<S>", *clean, "</S>"], effect, base_clean, base_corrupt)
+    changed = tuple(i + 1 for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b)  # +1: the <S> column
+    return PatchResult(direction, ["<S>", *clean, "</S>"], effect, base_clean, base_corrupt, 1, changed)
 
 
 def patch_construction(
@@ -151,6 +163,7 @@ def patch_construction(
         float(np.mean([r.clean for r in results])),
         float(np.mean([r.corrupt for r in results])),
         len(results),
+        results[0].changed,  # one shape: the same columns in every pair
     )
 
 

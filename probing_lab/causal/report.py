@@ -89,18 +89,22 @@ def units_summary(m: dict, top: int = 10) -> str:
 
 
 def patch_summary(m: dict) -> str:
-    """A patch run -> markdown: per construction and direction, where patching restores most."""
+    """A patch run -> markdown: per construction and direction, where patching restores most
+    besides the changed word (patching that restores the difference trivially)."""
     lines = [
-        "| construction | LM | pairs | clean / corrupt logit difference | strongest patch |",
+        "| construction | LM | pairs | clean / corrupt logit difference | strongest patch besides the changed word |",
         "|---|---|---|---|---|",
     ]
     for construction, by_direction in m["constructions"].items():
         for direction, r in by_direction.items():
+            changed = set(r.get("changed", []))
             best, where = -1.0, ""
             for layer, row in enumerate(r["effect"]):
                 for position, value in enumerate(row):
-                    if value is not None and value > best:
+                    if value is not None and position not in changed and value > best:
                         best, where = value, f"L{layer} at {r['tokens'][position]!r} ({value:.2f})"
+            if not changed:
+                where += " (a run from before the changed word was recorded: it may be that word)"
             lines.append(
                 f"| {construction} | {direction} | {r['pairs']} | {r['clean']:.2f} / {r['corrupt']:.2f} | {where} |"
             )
