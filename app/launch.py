@@ -120,7 +120,40 @@ def wait_until_healthy(url: str, process: subprocess.Popen, timeout_s: float = 1
     return False
 
 
-def streamlit_command(port: int) -> list[str]:
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MAX_UPLOAD_MB = 20  # on a network: a student's upload is a probe file, not a corpus
+
+
+def is_loopback(address: str) -> bool:
+    return address in LOOPBACK or address.startswith("127.")
+
+
+def check_address(address: str) -> Optional[str]:
+    """A reason the app cannot listen on ``address`` (an IP address of this machine or 0.0.0.0), or None."""
+    try:
+        infos = socket.getaddrinfo(address, None)
+    except (socket.gaierror, UnicodeError) as e:
+        return f"--address {address}: not an address of this machine ({e}); e.g. 0.0.0.0 for every interface"
+    for family, *_rest, sockaddr in infos:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((sockaddr[0], 0))
+                return None
+            except OSError:
+                continue
+    return f"--address {address}: this machine cannot listen there; e.g. 0.0.0.0 for every interface"
+
+
+def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
+    """Streamlit's command line. On a network address: uploads capped at ``MAX_UPLOAD_MB``, XSRF
+    protection and CORS checks on (Streamlit's defaults, said explicitly so no config file turns
+    them off)."""
+    network = [] if is_loopback(address) else [
+        "--server.maxUploadSize", str(MAX_UPLOAD_MB),
+        "--server.enableXsrfProtection", "true",
+        "--server.enableCORS", "true",
+    ]  # fmt: skip
     return [
         sys.executable,
         str(APP_DIR / "serve.py"),
@@ -129,9 +162,10 @@ def streamlit_command(port: int) -> list[str]:
         "--server.headless",
         "true",
         "--server.address",
-        "127.0.0.1",
+        address,
         "--server.port",
         str(port),
+        *network,
         "--server.fileWatcherType",
         "none",
         "--browser.gatherUsageStats",
@@ -146,14 +180,21 @@ def run_app(
     model: Optional[str] = None,
     allowed_roots: Optional[Iterable[str]] = None,
     no_runs: bool = False,
+    address: str = "127.0.0.1",
+    allow_runs: bool = False,
 ) -> int:
     """Run the app until stopped; returns the exit status: Streamlit's own if it exits by itself, 0 when
     stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP (passed on to Streamlit, which is waited for), 2 for a
     bad argument (with the reason on stderr and nothing started).
 
     ``allowed_roots`` confines the app's path fields to these folders (and the checkout); ``no_runs``
-    hides the form that starts probe runs. Both default to what the environment already says."""
-    problem = check_model(model) or check_port(port)
+    hides the form that starts probe runs. Both default to what the environment already says.
+
+    ``address``: where to listen (default loopback only). Any other address serves a class network,
+    and then the app is locked down: path fields confined (to ``allowed_roots``, else to the
+    checkout and the app's runs folder), starting probe runs off unless ``allow_runs``, uploads
+    capped at ``MAX_UPLOAD_MB`` MB, XSRF protection on."""
+    problem = check_model(model) or check_port(port) or (None if is_loopback(address) else check_address(address))
     roots, roots_problem = check_roots(allowed_roots)
     problem = problem or roots_problem
     if problem:
@@ -172,14 +213,27 @@ def run_app(
         )
     if roots:  # the command line wins over an inherited $PROBING_LAB_ALLOWED_ROOTS
         env[ALLOWED_ROOTS_ENV] = os.pathsep.join(roots)
-    if no_runs:
+    network = not is_loopback(address)
+    if network and not env.get(ALLOWED_ROOTS_ENV, "").strip(os.pathsep + " "):
+        from probing_lab.paths import app_runs_dir
+
+        runs = app_runs_dir()
+        runs.mkdir(parents=True, exist_ok=True)
+        env[ALLOWED_ROOTS_ENV] = str(runs.resolve())  # and the checkout (allowed_paths.allowed_roots)
+    if no_runs or (network and not allow_runs):
         env[NO_RUNS_ENV] = "1"
     notes = [f"model: {model or 'shipped'}"]
+    if network:
+        notes.append(f"on the network: uploads up to {MAX_UPLOAD_MB} MB, XSRF protection on")
     if env.get(ALLOWED_ROOTS_ENV, "").strip(os.pathsep + " "):
         notes.append("paths confined to $" + ALLOWED_ROOTS_ENV)
     if env.get(NO_RUNS_ENV, "").strip().lower() not in ("", "0", "false", "no"):
         notes.append("probe runs off")
-    print(f"probing-lab app: http://127.0.0.1:{port}  ({'; '.join(notes)}; Ctrl-C stops)", file=sys.stderr)
+    host = "127.0.0.1" if not network or address in ("0.0.0.0", "::") else address
+    where = f"http://{host}:{port}" + (
+        f" (listening on {address}: give students this machine's address)" if network else ""
+    )
+    print(f"probing-lab app: {where}  ({'; '.join(notes)}; Ctrl-C stops)", file=sys.stderr)
 
     received: list[int] = []
 
@@ -192,7 +246,7 @@ def run_app(
             previous[signum] = signal.signal(signum, on_signal)
     process = None
     try:
-        process = subprocess.Popen(streamlit_command(port), env=env, cwd=str(APP_DIR.parent))
+        process = subprocess.Popen(streamlit_command(port, address), env=env, cwd=str(APP_DIR.parent))
         while not received:  # a signal that came during Popen is seen here too
             try:
                 return process.wait(timeout=0.2)

@@ -210,7 +210,14 @@ def cmd_app(args: argparse.Namespace) -> int:
     spec = importlib.util.spec_from_file_location("probing_lab_app_launch", launch)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.run_app(port=args.port, model=args.model, allowed_roots=args.allowed_root, no_runs=args.no_runs)
+    return module.run_app(
+        port=args.port,
+        model=args.model,
+        allowed_roots=args.allowed_root,
+        no_runs=args.no_runs,
+        address=args.address,
+        allow_runs=args.allow_runs,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_probe_command(sub)
 
-    p = sub.add_parser("app", help="start the Streamlit lab on 127.0.0.1")
+    p = sub.add_parser("app", help="start the Streamlit lab (on 127.0.0.1, or --address for a class)")
     p.add_argument("--port", type=int, help="default: a free port")
     p.add_argument("--model", help="checkpoint directory or random:PRESET (default: the shipped model)")
     p.add_argument(
@@ -266,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="confine the app's path fields to DIR and the checkout (repeatable; $PROBING_LAB_ALLOWED_ROOTS)",
     )
     p.add_argument("--no-runs", action="store_true", help="hide the form that starts probe runs ($PROBING_LAB_NO_RUNS)")
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="listen here, e.g. 0.0.0.0 for a class network (then: paths confined, uploads capped, probe runs off "
+        "unless --allow-runs, XSRF protection on); default 127.0.0.1",
+    )
+    p.add_argument("--allow-runs", action="store_true", help="with --address: let students start probe runs")
     p.set_defaults(func=cmd_app)
 
     p = sub.add_parser(

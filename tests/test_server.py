@@ -21,7 +21,12 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app"
-PAGES = {"probes": APP / "pages" / "3_Probes.py", "model": APP / "pages" / "8_Model.py"}
+PAGES = {
+    "probes": APP / "pages" / "3_Probes.py",
+    "model": APP / "pages" / "8_Model.py",
+    "training": APP / "pages" / "7_Training.py",
+    "polysemy": APP / "pages" / "1_Polysemy.py",
+}
 TIMEOUT = 180
 sys.path.insert(0, str(APP))
 
@@ -258,3 +263,90 @@ def test_probes_page_without_runs(monkeypatch):
     assert "start_run" not in [b.key for b in at.button] and "new_experiment" not in [s.key for s in at.selectbox]
     assert "turned off on this server" in texts(at.info)
     assert at.radio(key="results_source").value == "Results shipped with the lab"  # the results still show
+
+
+# --- a server on a class network (--address) -------------------------------------------------------
+
+
+def test_a_network_address_locks_the_app_down(tmp_path, monkeypatch, capsys):
+    from probing_lab.cli import main
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the app's runs folder goes here
+    monkeypatch.delenv("PROBING_LAB_ALLOWED_ROOTS", raising=False)
+    monkeypatch.delenv("PROBING_LAB_NO_RUNS", raising=False)
+    monkeypatch.setattr(subprocess, "Popen", FakePopen)
+    FakePopen.started = []
+    assert main(["app", "--model", "random:cpu-tiny", "--address", "0.0.0.0"]) == 0
+    (started,) = FakePopen.started
+    command, env = started["command"], started["env"]
+    flags = dict(zip(command[4::2], command[5::2]))  # after: python serve.py run Tour.py
+    assert flags["--server.address"] == "0.0.0.0" and flags["--server.maxUploadSize"] == "20"
+    assert flags["--server.enableXsrfProtection"] == "true" and flags["--server.enableCORS"] == "true"
+    assert env["PROBING_LAB_NO_RUNS"] == "1"  # students do not start probe runs unless the teacher allows it
+    assert env["PROBING_LAB_ALLOWED_ROOTS"] == str((tmp_path / "data" / "probing-lab" / "runs" / "probes").resolve())
+    assert "on the network" in capsys.readouterr().err
+
+    FakePopen.started = []
+    (tmp_path / "class").mkdir()
+    argv = ["app", "--model", "random:cpu-tiny", "--address", "0.0.0.0", "--allow-runs"]
+    assert main(argv + ["--allowed-root", str(tmp_path / "class")]) == 0
+    env = FakePopen.started[0]["env"]
+    assert "PROBING_LAB_NO_RUNS" not in env and env["PROBING_LAB_ALLOWED_ROOTS"] == str((tmp_path / "class").resolve())
+
+    FakePopen.started = []
+    assert main(["app", "--model", "random:cpu-tiny"]) == 0  # loopback, as before: nothing locked
+    command = FakePopen.started[0]["command"]
+    assert "--server.maxUploadSize" not in command and command[command.index("--server.address") + 1] == "127.0.0.1"
+    # an address that is not this machine's: refused before anything starts (only bound locally, never contacted)
+    FakePopen.started = []
+    assert main(["app", "--model", "random:cpu-tiny", "--address", "203.0.113.7"]) == 2
+    assert "cannot listen there" in capsys.readouterr().err and not FakePopen.started
+
+
+def test_a_network_server_answers_on_loopback():
+    """The real launcher with --address 0.0.0.0; the test connects only through 127.0.0.1."""
+    port = launch.free_port()
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "probing_lab.cli", "app", "--port", str(port), "--model", "random:cpu-tiny",
+         "--address", "0.0.0.0"],
+        cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert launch.wait_until_healthy(f"http://127.0.0.1:{port}", launcher, timeout_s=120)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=20) == 0
+        assert "listening on 0.0.0.0" in launcher.stderr.read().decode()
+    finally:
+        if launcher.poll() is None or listening(port):
+            try:
+                os.killpg(launcher.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            launcher.wait()
+        launcher.stderr.close()
+
+
+RELEASED = "Released ELMo (options.json + weights.hdf5)"
+PATH_FIELDS = [  # every field where a user types a path on the server: (page, how to reach it, the field)
+    ("model", [("radio", "kind", RELEASED), ("text_input", "weights", "INSIDE/w.hdf5")], "options"),
+    ("model", [("radio", "kind", RELEASED), ("text_input", "options", "INSIDE/options.json")], "weights"),
+    ("model", [("radio", "kind", "Another checkpoint directory")], "checkpoint"),
+    ("probes", [("radio", "results_source", "Another folder")], "run_dir"),
+    ("training", [], "curves_run"),
+    ("polysemy", [("radio", "source", "A wic file")], "poly_wic_path"),
+]
+
+
+@pytest.mark.parametrize("page,steps,field", PATH_FIELDS, ids=[f"{p}-{f}" for p, _, f in PATH_FIELDS])
+def test_no_path_field_reads_outside_the_allowed_roots(page, steps, field, tmp_path, monkeypatch):
+    allowed = tmp_path / "allowed"
+    (allowed / "inside").mkdir(parents=True)
+    (allowed / "escape").symlink_to("/etc")
+    monkeypatch.setenv("PROBING_LAB_ALLOWED_ROOTS", str(allowed))
+    monkeypatch.setenv("PROBING_LAB_NO_RUNS", "1")
+    at = ok(run(page))
+    for kind, key, value in steps:
+        getattr(at, kind)(key=key).set_value(value.replace("INSIDE", str(allowed / "inside"))).run()
+    for outside in ("/etc/passwd", str(allowed / "inside" / ".." / ".." / ".."), str(allowed / "escape" / "passwd")):
+        at.text_input(key=field).input(outside).run()
+        assert "outside the folders this server allows" in texts(ok(at).error), (page, field, outside)
