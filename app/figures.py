@@ -107,6 +107,9 @@ def token_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str) -> go.F
         )
     )
     fig.update_yaxes(autorange="reversed")
+    # every token labelled (Plotly drops every second label of a crowded axis)
+    fig.update_xaxes(type="category", dtick=1, tickfont={"size": 10})
+    fig.update_yaxes(type="category", dtick=1, tickfont={"size": 10})
     fig.update_layout(title=title, height=max(360, 14 * len(tokens) + 120), template="plotly_white")
     return fig
 

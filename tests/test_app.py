@@ -529,7 +529,7 @@ def test_compare_page_cka_of_a_model_with_itself_and_with_a_random_init():
     at.multiselect(key="cmp_layers").set_value(["0", "1f", "1b"]).run()
     at.selectbox(key="cmp_other").set_value("random init of the same shape").run()
     ok(at)
-    assert "random init (cpu-tiny, seed 1)" in " ".join(frame(at)["model"])  # another seed than the current model's
+    assert "random:cpu-tiny (seed 1)" in " ".join(frame(at)["model"])  # another seed than the current model's
     at.multiselect(key="cmp_layers").set_value([]).run()
     assert "Pick at least one layer" in texts(ok(at).warning)
     at.multiselect(key="cmp_layers").set_value(["0"]).run()

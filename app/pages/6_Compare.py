@@ -136,7 +136,11 @@ with lab_ui.friendly_errors("The comparison"):
     for name, key, vectors in ((name_a, key_a, a), (name_b, key_b, b))[: 1 if b_spec is None else 2]:
         for row in geometry_of(key, sentences, tuple(keys), vectors):
             geometry.append({"model": name, **row, "layer": layer_label(row["layer"])})
-    st.dataframe(geometry, hide_index=True)
+    shown = {  # the columns in words (the CSV of `probing-lab compare` keeps the field names)
+        "self_similarity": "self-similarity",
+        "adjusted_self_similarity": "self-similarity minus anisotropy",
+    }
+    st.dataframe([{shown.get(k, k): v for k, v in row.items()} for row in geometry], hide_index=True)
     st.caption(
         "Self-similarity: mean cosine between a word's occurrences in different sentences (1 = the same vector "
         "everywhere, as L0). Anisotropy: mean cosine of random token pairs, the floor every cosine sits on. "

@@ -106,6 +106,25 @@ with lab_ui.friendly_errors("The transfer view"):
     rows = [row for run in selected for row in report.error_reduction_rows(run)]
     if rows:
         st.dataframe(rows, hide_index=True)
+        for run in selected:  # the claim checked per task, from these numbers
+            mine = report.error_reduction_rows(run)
+            if (
+                len(mine) < 2
+                or mine[0]["relative error reduction"] is None
+                or mine[-1]["relative error reduction"] is None
+            ):
+                continue
+            small, full = mine[0], mine[-1]
+            efficient = small["gain (points)"] > full["gain (points)"]
+            st.markdown(
+                f"**{run.experiment}**: ELMo adds {small['gain (points)']:+.1f} points with {small['training data']} "
+                f"and {full['gain (points)']:+.1f} with {full['training data']}: "
+                + (
+                    "more with less data, the sample-efficiency pattern."
+                    if efficient
+                    else "**not** the sample-efficiency pattern: the gap does not shrink as data grows."
+                )
+            )
         st.caption(
             "(error of static - error of ELMo) / error of static, with error = 1 - mean test score; "
             "Peters et al. report this per task. A larger reduction at 1% than at 100% is the sample-efficiency claim."

@@ -3,6 +3,7 @@ curve per run, the learned layer weights per task, and probe scores of the same 
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from .report import INPUT_NAMES, TransferRun, curves, fraction_label, input_name, layer_weights, metric_name
@@ -51,6 +52,18 @@ def sample_efficiency_figure(runs: list[TransferRun]):
                 col=col,
             )
             shown.add(key)
+        lines = curves(run)
+        if "static" in lines and "elmo" in lines:  # the gap ELMo adds, written at both ends of the curve
+            for end in (0, -1):
+                x, top, bottom = (
+                    lines["elmo"]["fraction"][end],
+                    lines["elmo"]["mean"][end],
+                    lines["static"]["mean"][end],
+                )
+                fig.add_annotation(
+                    x=math.log10(x), y=max(top, bottom), text=f"gap {100 * (top - bottom):+.1f}", showarrow=True,
+                    arrowhead=0, ay=-28, font={"size": 11}, row=1, col=col,
+                )  # fmt: skip
         fig.update_yaxes(title_text=metric_name(run.metric) if col == 1 else None, row=1, col=col)
     values = sorted(ticks)
     fig.update_xaxes(
