@@ -320,6 +320,9 @@ def test_linear_cv_accuracy_separated_identical_and_undefined():
     assert G.linear_cv_accuracy(X, labels) == 1.0
     # identical vectors carry no sense: each fold predicts its training majority
     assert G.linear_cv_accuracy(np.ones((12, 4)), ["a"] * 8 + ["b"] * 4) == pytest.approx(8 / 12)
+    # balanced senses: chance, not below it (an unweighted model predicted each fold's training
+    # majority, the sense its test part has more of: 0.367 on the Polysemy page's 8 + 8)
+    assert G.linear_cv_accuracy(np.ones((16, 4)), ["a"] * 8 + ["b"] * 8) == pytest.approx(0.5)
     assert G.linear_cv_accuracy(X[:3], ["a", "a", "b"]) is None  # a sense with one occurrence
     assert G.separation(X, labels)["linear_accuracy"] == 1.0
 
