@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Optional, Sequence
 
 import numpy as np
@@ -249,8 +250,6 @@ def attribution_html(tokens: Sequence[str], scores: Sequence[float], position: O
     """Words on coloured backgrounds: blue where a word pushes towards the prediction, red where it
     pushes against, the stronger the deeper (scaled to the largest |score|); the predicted word
     underlined. Every word is HTML-escaped."""
-    import html
-
     top = max((abs(float(v)) for v in scores), default=0.0) or 1.0
     spans = []
     for i, (word, value) in enumerate(zip(tokens, scores)):
@@ -269,7 +268,8 @@ def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str, changed
     (``<S>``, ``0:The``, ``1:officer``, ...); the ``changed`` columns (the words that differ between
     the two sentences) are outlined and marked trivial: patching them copies the change back."""
     read = [c for c in range(effect.shape[1]) if not np.all(np.isnan(effect[:, c]))]
-    names = ["<S>", *(f"{i}:{t}" for i, t in enumerate(tokens[1:-1])), "</S>"]
+    # escaped: Plotly reads labels as HTML, and <S> is its strike-through tag (the label vanished)
+    names = ["&lt;S&gt;", *(f"{i}:{html.escape(t)}" for i, t in enumerate(tokens[1:-1])), "&lt;/S&gt;"]
     z = np.where(np.isnan(effect[:, read]), None, effect[:, read]).tolist()
     x = [names[c] for c in read]
     fig = go.Figure(

@@ -642,10 +642,10 @@ def test_causal_page_patches_a_typed_pair_and_a_construction():
     assert "clean" in texts(at.caption) and "corrupt" in texts(at.caption)
     spec = json.loads(patches(at)[0].proto.spec)
     # the default target is "is" (word 5): the forward LM read <S> and words 0-4, the columns shown
-    assert spec["data"][0]["x"] == ["<S>", "0:The", "1:officer", "2:near", "3:the", "4:pilots"]
+    assert spec["data"][0]["x"] == ["&lt;S&gt;", "0:The", "1:officer", "2:near", "3:the", "4:pilots"]  # <S> escaped
     assert "word 5 'is'" in spec["layout"]["title"]["text"]
     assert any(a["text"] == "changed word (trivial)" and a["x"] == "1:officer" for a in spec["layout"]["annotations"])
-    assert "Besides the changed word, the strongest patch is **L" in texts(at.markdown)
+    assert "Besides the changed word" in texts(at.markdown)
     at.radio(key="direction").set_value("backward").run()
     assert len(patches(ok(at))) == 1
     at.text_input(key="corrupt").input("The authors laughs .").run()

@@ -68,7 +68,9 @@ def patched_construction(spec_key, construction, direction, n, _lm):
 def show(result, title: str, key: str) -> None:
     st.plotly_chart(figures.patch_heatmap(result.effect, result.tokens, title, result.changed), key=key)
     strongest = result.strongest_other()
-    if strongest is not None:
+    if strongest is None or strongest[2] < 0.05:
+        st.markdown("Besides the changed word, no single patch restores 0.05 of the difference.")
+    else:
         layer, column, value = strongest
         word = result.tokens[column]
         where = "the sentence start" if column == 0 else f"'{word}' (word {column - 1})"

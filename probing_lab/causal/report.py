@@ -103,7 +103,9 @@ def patch_summary(m: dict) -> str:
                 for position, value in enumerate(row):
                     if value is not None and position not in changed and value > best:
                         best, where = value, f"L{layer} at {r['tokens'][position]!r} ({value:.2f})"
-            if not changed:
+            if best < 0.05:
+                where = "none (no other cell restores 0.05 of the difference)"
+            elif not changed:
                 where += " (a run from before the changed word was recorded: it may be that word)"
             lines.append(
                 f"| {construction} | {direction} | {r['pairs']} | {r['clean']:.2f} / {r['corrupt']:.2f} | {where} |"
