@@ -731,3 +731,27 @@ def test_card_summary_of_a_model_trained_in_stages_gives_the_totals():
     assert rows["training stages"] == "16,903,680 tokens on a CPU; 8,448,000 tokens on a GPU"
     single = {r[""]: r["value"] for r in model_choice.card_summary({"training": {"step": 5, "tokens_seen": 100}})}
     assert single["training steps"] == "5" and "training stages" not in single
+
+
+def test_lm_page_shows_a_blimp_run_with_the_published_models(tmp_path, monkeypatch):
+    from test_blimp import write_pairs
+    from test_lm import tiny_lm
+
+    from probing_lab import paths
+    from probing_lab.lm.blimp import evaluate_blimp, read_pairs_file
+
+    monkeypatch.setenv("PROBING_LAB_MODEL", str(_tiny_lm_dir(tmp_path / "lm")))
+    rows = [{"sentence_good": "the cat sat", "sentence_bad": "the dogs sat", "UID": "p", "linguistics_term": "agr"}]
+    metrics = evaluate_blimp(tiny_lm(), read_pairs_file(write_pairs(tmp_path / "p.jsonl", rows * 3)))
+    metrics["overall"]["published"] = {"ngram": 0.612, "lstm": 0.698, "txl": 0.696, "gpt2": 0.830}
+    (tmp_path / "runs" / "blimp-tiny").mkdir(parents=True)
+    (tmp_path / "runs" / "blimp-tiny" / "metrics.json").write_text(json.dumps(metrics))
+    monkeypatch.setattr(paths, "LM_RESULTS_DIR", tmp_path / "runs")
+    at = ok(run("lm"))
+    bars = [c for c in charts(at) if "BLiMP" in str(c.proto.spec)]
+    assert len(bars) == 1
+    names = {trace.get("name") for trace in json.loads(bars[0].proto.spec)["data"]}
+    assert {"GPT-2", "LSTM (83M tokens)", "humans", "this model (both)"} <= names
+    assert "GPT-2 0.830" in texts(at.markdown) and "| **overall** |" in texts(at.markdown)
+    at.radio(key="blimp_direction").set_value("forward").run()
+    assert "this model (forward)" in str([c for c in charts(ok(at)) if "BLiMP" in str(c.proto.spec)][0].proto.spec)
