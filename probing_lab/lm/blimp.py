@@ -139,20 +139,22 @@ def published(data_dir: Optional[str | Path] = None) -> dict:
 
 
 @torch.no_grad()
-def sentence_log_probs(lm, sentences: Sequence[Sequence[str]], batch_size: int = 128) -> np.ndarray:
+def sentence_log_probs(lm, sentences: Sequence[Sequence[str]], batch_size: int = 128, embedder=None) -> np.ndarray:
     """``(n, 2)``: each sentence's total log-probability under the forward LM (its words and the
     end) and the backward LM (its words and the start), natural log, full softmax; the same numbers
     as ``lm.score.score_sentences``' totals, computed a batch at a time: one biLM pass for both
     directions and one softmax product for every position of the batch. Sentences are sorted by
-    length so that a batch pads little."""
-    from ..elmo import batch_to_ids
+    length so that a batch pads little. ``embedder``: an ``elmo.Embedder`` of ``lm.bilm`` (with a
+    type-vector cache: the char CNN then runs once per distinct word, not once per token)."""
+    from ..elmo import Embedder
 
+    embedder = embedder or Embedder(lm.bilm, batch_size=batch_size)
     out = np.zeros((len(sentences), 2))
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
         batch = [list(sentences[i]) for i in rows]
-        top = lm.bilm(batch_to_ids(batch)).layers[-1]  # (B, T + 2, 2 * proj) over <S> w </S>
+        top = embedder.run_batch(batch, keep_boundaries=True).layers[-1]  # (B, T + 2, 2 * proj) over <S> w </S>
         proj = top.shape[-1] // 2
         states, targets, owner = [], [], []
         for b, tokens in enumerate(batch):
@@ -186,11 +188,15 @@ def evaluate_blimp(
     if not pairs:
         raise BlimpError("no minimal pairs to score")
     start = time.perf_counter()
+    from ..elmo import Embedder
+
     sentences = [s for p in pairs for s in (p.good, p.bad)]
+    embedder = Embedder(lm.bilm, batch_size=batch_size)
+    embedder.set_vocabulary(w for s in sentences for w in s)  # BLiMP's few thousand words: one CNN pass
     totals = np.zeros((len(sentences), 2))
     chunk = batch_size * 16  # progress every few batches
     for lo in range(0, len(sentences), chunk):
-        totals[lo : lo + chunk] = sentence_log_probs(lm, sentences[lo : lo + chunk], batch_size)
+        totals[lo : lo + chunk] = sentence_log_probs(lm, sentences[lo : lo + chunk], batch_size, embedder)
         if on_progress:
             on_progress(min(lo + chunk, len(sentences)), len(sentences))
     good, bad = totals[0::2], totals[1::2]
