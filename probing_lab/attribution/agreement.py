@@ -111,14 +111,15 @@ def table(metrics: dict) -> str:
 
     lines = [
         "| construction | pairs right | subject top (IG) | subject top (occlusion) | same top | deletion k=1..3 top | "
-        "deletion k=1..3 random | completeness error (relative, median) | s / sentence |",
+        "deletion k=1..3 random | completeness error (relative, median) | s / sentence |",  # k: words the LM reads
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, c in metrics["constructions"].items():
         lines.append(
             f"| {name} | {c['scored_right']}/{c['pairs']} | {f(c['subject_top_rate'])} | "
             f"{f(c['subject_top_rate_occlusion'])} | {f(c['ig_occlusion_same_top'])} | "
-            f"{' / '.join(f(v) for v in c['deletion_top'])} | {' / '.join(f(v) for v in c['deletion_random'])} | "
+            f"{' / '.join(f(v) for v in c['deletion_top'] if v is not None)} | "
+            f"{' / '.join(f(v) for v in c['deletion_random'] if v is not None)} | "
             f"{f(c['completeness_error_relative_median'])} | {c['seconds_per_sentence']:.2f} |"
         )
     return "\n".join(lines) + "\n"
