@@ -114,7 +114,8 @@ with lab_ui.friendly_errors("The language-model view"):
         }
         for p in predictions
     ]
-    st.dataframe(rows, hide_index=True)
+    narrow = {k: st.column_config.Column(width="small") for k in ("position", "forward bits", "backward bits")}
+    st.dataframe(rows, hide_index=True, column_config=narrow)  # room for both "expected" columns
 
 st.subheader("Why this word? Attribution")
 st.markdown(
