@@ -4,8 +4,8 @@ processes, and a local Ray (``ray.init(num_cpus=2)``), with the same results req
     python benchmarks/sweep_speed.py [--experiments A.toml,B.toml,C.toml]
         [--models shipped,data/models/elmo-lab-early,random:cpu-small-wide] [--seeds 0,1]
 
-The feature cache (a temporary folder) is filled once first, by the first sweep's own extraction
-(timed apart); the three timed sweeps then only fit probes, so their times compare the workers.
+The feature cache (a temporary folder, or ``--cache-dir``) is filled once first (timed apart); the
+three timed sweeps then only fit probes, so their times compare the workers.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ def main() -> None:
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument(
+        "--cache-dir", help="the feature cache (default: a new, empty one); a warm one skips extraction"
+    )
     args = parser.parse_args()
     import torch
 
@@ -49,7 +52,7 @@ def main() -> None:
     quiet = {"log": lambda m: None, "progress": False}
     with tempfile.TemporaryDirectory(prefix="sweep-speed-") as tmp:
         tmp = Path(tmp)
-        cache = tmp / "cache"
+        cache = Path(args.cache_dir).expanduser() if args.cache_dir else tmp / "cache"
         os.environ["PROBING_LAB_CACHE"] = str(cache)  # the worker processes read it too
         from probing_lab.sweeps import Grid, check_grid, extract_once
 

@@ -145,3 +145,25 @@ def test_language_model_page_in_chromium(app_url, browser):
     no_exception(page)
     snapshot(page, "language-model.png", 2000)
     page.close()
+
+
+def test_probes_runs_follow_the_experiment_in_chromium(app_url, browser):
+    """The bug a class saw: after another experiment, "Runs to compare" still listed pos_ewt's runs."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{app_url}/Probes", wait_until="networkidle")
+    page.get_by_text("Runs to compare").first.wait_for(timeout=120_000)
+    settle(page)
+    runs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare")
+    assert "pos_ewt" in runs.inner_text()
+    page.locator('input[aria-label*="Experiment"]').last.click(force=True)
+    page.get_by_role("option", name="tense_ewt").click()
+    settle(page)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=\"stMultiSelect\"]')]"
+        ".some(e => e.innerText.includes('Runs to compare') && e.innerText.includes('tense_ewt'))",
+        timeout=60_000,
+    )
+    shown = runs.inner_text()
+    assert "tense_ewt" in shown and "pos_ewt" not in shown, shown
+    no_exception(page)
+    page.close()
