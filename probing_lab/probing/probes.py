@@ -213,8 +213,9 @@ class StackedLinear:
     (softmax minus one-hot), and AdamW runs on the stacked parameters with a learning rate per
     head (0 for a head that has stopped), the arithmetic of ``torch.optim.AdamW``. Each head starts
     from ``nn.Linear(dim, n_classes)`` after ``torch.manual_seed(seed)``, as a probe trained alone
-    does. About 5x fewer seconds per minibatch than a module and an optimizer per head (profiled:
-    autograd, the optimizer's per-tensor loop and one product per head were most of the time)."""
+    does. A minibatch of pos_ewt's L0 with the control task: 1.4 ms as modules with autograd and an
+    optimizer each, 0.65 ms here (profiled: autograd, the optimizer's per-tensor loop and one product
+    per head were most of it)."""
 
     def __init__(self, dim: int, n_classes: int, n_heads: int, config: ProbeConfig):
         weights, biases = [], []
