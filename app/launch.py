@@ -168,8 +168,6 @@ def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
         *network,
         "--server.fileWatcherType",
         "none",
-        "--runner.postScriptGC",  # a full collection after every script run: half a student's server CPU
-        "false",
         "--browser.gatherUsageStats",
         "false",
         "--client.toolbarMode",  # no "Deploy" button or developer menu: this is a lab, not a dev server
