@@ -91,6 +91,17 @@ def key_on(name: str, *depends_on) -> str:
     return f"{name}@" + "|".join(str(d) for d in depends_on)
 
 
+@st.cache_data(show_spinner="Integrated gradients and occlusion…", max_entries=32)
+def lm_attribution(spec_key, tokens, position, good, bad, direction, _lm):
+    """Integrated gradients and occlusion of one LM choice (``probing_lab.attribution``), cached per
+    model and choice: the Language model and Causal pages show them as coloured words."""
+    from probing_lab.attribution import integrated_gradients, lm_score, lm_target, occlusion, type_layer
+
+    target = lm_target(_lm, tokens, position, good, bad, direction)
+    ig = integrated_gradients(target, type_layer(_lm.bilm, tokens), tokens, steps=64)
+    return ig, occlusion(lm_score(_lm, good, bad, direction), list(tokens), position)
+
+
 def limit_text(text: str, limit: int = MAX_CHARS) -> tuple[str, Optional[str]]:
     """Cut overly long input at a line or space boundary; returns (text, note or None)."""
     if len(text) <= limit:

@@ -462,7 +462,10 @@ def _tiny_lm_dir(path: Path) -> Path:
 
 
 def test_lm_page_scores_each_direction_and_runs_the_agreement_test(tmp_path, monkeypatch):
+    from probing_lab import paths
+
     monkeypatch.setenv("PROBING_LAB_MODEL", str(_tiny_lm_dir(tmp_path / "lm")))
+    monkeypatch.setattr(paths, "LM_RESULTS_DIR", tmp_path / "no-runs")  # the committed BLiMP run: its own test
     at = ok(run("lm"))
     assert len(charts(at)) == 1  # the surprisal strip
     rows = frame(at)
@@ -646,6 +649,8 @@ def test_causal_page_patches_a_typed_pair_and_a_construction():
     assert "word 5 'is'" in spec["layout"]["title"]["text"]
     assert any(a["text"] == "changed word (trivial)" and a["x"] == "1:officer" for a in spec["layout"]["annotations"])
     assert "Besides the changed word" in texts(at.markdown)
+    (shown,) = [h.proto.body for h in at.get("html")]  # the clean choice's attribution, coloured
+    assert shown.count("<span") == 8 and 'title="+0.000">tired<' in shown  # read after "is": 0
     at.radio(key="direction").set_value("backward").run()
     assert len(patches(ok(at))) == 1
     at.text_input(key="corrupt").input("The authors laughs .").run()
@@ -755,3 +760,14 @@ def test_lm_page_shows_a_blimp_run_with_the_published_models(tmp_path, monkeypat
     assert "GPT-2 0.830" in texts(at.markdown) and "| **overall** |" in texts(at.markdown)
     at.radio(key="blimp_direction").set_value("forward").run()
     assert "this model (forward)" in str([c for c in charts(ok(at)) if "BLiMP" in str(c.proto.spec)][0].proto.spec)
+
+
+def test_lm_page_draws_the_committed_blimp_run(tmp_path, monkeypatch):
+    metrics = ROOT / "lm" / "results" / "blimp-elmo-lab" / "metrics.json"
+    if not metrics.is_file():
+        pytest.skip("no committed BLiMP run")
+    monkeypatch.setenv("PROBING_LAB_MODEL", str(_tiny_lm_dir(tmp_path / "lm")))
+    at = ok(run("lm"))
+    overall = json.loads(metrics.read_text())["overall"]
+    assert [c for c in charts(at) if "BLiMP" in str(c.proto.spec)]
+    assert f"both {overall['both']:.3f}" in texts(at.markdown)

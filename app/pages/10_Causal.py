@@ -120,6 +120,16 @@ if lm is not None:
                     word = clean[target]
                     title = f"{direction} LM predicting word {target} '{word}': logit({word}) − logit({contrast})"
                     show(r, title, "typed")
+                    # which input words the clean choice rests on, beside where its information lives
+                    ig, _ = lab_ui.lm_attribution(
+                        model_choice.spec_key(spec), tuple(clean), target, word, contrast, direction, lm
+                    )
+                    st.markdown(f"**Which words the clean choice rests on** (integrated gradients, {direction} LM):")
+                    st.html(figures.attribution_html(clean, ig.scores, target))
+                    st.caption(
+                        "Blue pushes towards the clean word, red towards the contrast; the Language model page "
+                        "shows occlusion beside it."
+                    )
     else:
         constructions = sorted({p.construction for p in read_pairs()})
         c1, c2 = st.columns(2)

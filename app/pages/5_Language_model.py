@@ -138,20 +138,11 @@ contrast = c2.text_input(
 attr_direction = c3.radio("Language model", ["forward", "backward"], horizontal=True, key="attr_direction")
 
 
-@st.cache_data(show_spinner="Integrated gradients and occlusion…", max_entries=32)
-def attributed(spec_key, tokens, position, good, bad, direction, _lm):
-    from probing_lab.attribution import integrated_gradients, lm_score, lm_target, occlusion, type_layer
-
-    target = lm_target(_lm, tokens, position, good, bad, direction)
-    ig = integrated_gradients(target, type_layer(_lm.bilm, tokens), tokens, steps=64)
-    return ig, occlusion(lm_score(_lm, good, bad, direction), list(tokens), position)
-
-
 if not contrast:
     st.info("Type the other word the LM could have chosen there (e.g. *is* against *are*).")
 else:
     with lab_ui.friendly_errors("Attribution"):
-        ig, occ = attributed(
+        ig, occ = lab_ui.lm_attribution(
             model_choice.spec_key(spec), tuple(tokens), position, tokens[position], contrast, attr_direction, lm
         )
         choice = "prefers" if ig.value > 0 else "does not prefer"
