@@ -357,7 +357,8 @@ def test_probes_warn_of_a_layer_below_its_control_task_and_print_no_dicts(tmp_pa
     (tmp_path / "pos-low").mkdir()
     (tmp_path / "pos-low" / "metrics.json").write_text(json.dumps(metrics))
     at = open_folder(run("probes"), tmp_path)
-    assert "Scoring below the control task: random:cpu-small (seed 0) L2 (0.840 < control 0.900)" in texts(at.warning)
+    said = "Scoring below the control task: random init (cpu-small, seed 0) L2 (0.840 < control 0.900)"
+    assert said in texts(at.warning)
     assert "Task upos on ewt." in texts(at.caption) and "{" not in texts(at.caption)
 
 
