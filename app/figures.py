@@ -262,6 +262,40 @@ def attribution_html(tokens: Sequence[str], scores: Sequence[float], position: O
     return '<div style="line-height:2.2;font-size:1.05em">' + " ".join(spans) + "</div>"
 
 
+def unit_effects(metrics: dict, top: int = 10) -> go.Figure:
+    """A units run: per LM direction, the accuracy drop when each of the ``top`` units the number
+    classifier weighs most is ablated alone (bars, its classifier weight on hover), against the mean
+    drop of as many random units (dashed line)."""
+    directions = list(metrics["classifier"])
+    fig = make_subplots(rows=1, cols=len(directions), subplot_titles=[f"{d} LM" for d in directions])
+    for col, direction in enumerate(directions, start=1):
+        units = [u for u in metrics["units"] if u["direction"] == direction][:top]
+        fig.add_trace(
+            go.Bar(
+                x=[f"L{u['layer']}:{u['unit']}" for u in units],
+                y=[u["effect"] for u in units],
+                customdata=[u["score"] for u in units],
+                name=f"{direction}: top units",
+                marker_color="#1f77b4",
+                showlegend=False,
+                hovertemplate="%{x}: accuracy drop %{y:+.3f}<br>classifier weight %{customdata:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        random_drop = metrics["random_unit_effect"][direction]["accuracy"]
+        fig.add_hline(
+            y=random_drop, line_dash="dash", line_color="grey", row=1, col=col,
+            annotation_text=f"random unit: {random_drop:+.3f}", annotation_position="top right",
+        )  # fmt: skip
+        fig.update_xaxes(
+            type="category", title_text="unit (layer:index), strongest classifier weight first", row=1, col=col
+        )
+    fig.update_yaxes(title_text="agreement accuracy drop when ablated", row=1, col=1)
+    fig.update_layout(template="plotly_white", height=380, title="Number units: ablating one unit at a time")
+    return fig
+
+
 def patch_heatmap(effect: np.ndarray, tokens: Sequence[str], title: str, changed: Sequence[int] = ()) -> go.Figure:
     """Activation patching: layers x the positions the LM read before its prediction (the share of
     the clean logit difference restored). Columns are named as the word selectors name words

@@ -665,6 +665,9 @@ def test_causal_page_patches_a_typed_pair_and_a_construction():
     if (ROOT / "causal" / "results" / "patch" / "metrics.json").is_file():
         assert any(e.label.startswith("patch: patch") for e in at.expander)
         assert "strongest patch besides the changed word" in texts(at.markdown)
+    if (ROOT / "causal" / "results" / "units" / "metrics.json").is_file():  # units as a Plotly figure
+        units = [c for c in charts(at) if "Number units" in str(c.proto.spec)]
+        assert len(units) == 1 and "random unit" in str(units[0].proto.spec)
 
 
 def test_the_page_lists_come_from_the_pages_that_exist():

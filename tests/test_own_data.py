@@ -441,3 +441,15 @@ def test_spans_reader_embeds_each_sentence_once_and_refuses_spans_outside_it(tmp
     path.write_text("# nothing\n", encoding="utf-8")
     with pytest.raises(DatasetFormatError, match=r"e\.jsonl: no examples"):
         read_span_file(path)
+
+
+def test_runs_of_one_file_on_different_labels_are_named_apart(tmp_path):
+    from probing_lab.probing.config import Experiment
+    from probing_lab.probing.own_data import quick_experiment
+
+    path = tmp_path / "mine.conllu"
+    path.write_text("1\tcats\tcat\tNOUN\t_\tNumber=Plur\t0\troot\t_\t_\n\n", encoding="utf-8")
+    a = Experiment.from_dict(quick_experiment(str(path), "conllu", label="upos"))
+    b = Experiment.from_dict(quick_experiment(str(path), "conllu", label="feats:Number"))
+    c = Experiment.from_dict(quick_experiment(str(path), "conllu"))
+    assert (a.name, b.name, c.name) == ("mine-upos", "mine-feats_Number", "mine-upos")  # the default label, named

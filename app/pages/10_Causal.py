@@ -162,8 +162,7 @@ for name, metrics in runs.items():
             )
         elif kind == "units":
             st.markdown(units_summary(metrics[0]))
-            if (CAUSAL_RESULTS_DIR / name / "units.png").is_file():
-                st.image(str(CAUSAL_RESULTS_DIR / name / "units.png"))
+            st.plotly_chart(figures.unit_effects(metrics[0]), key=f"{name}_units")
         else:
             st.markdown(patch_summary(metrics[0]))
             for png in sorted((CAUSAL_RESULTS_DIR / name).glob("*.png")):

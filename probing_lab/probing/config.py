@@ -49,6 +49,7 @@ is the same without an experiment file.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,5 +211,8 @@ def _with_file_dataset(data: dict, where: str, base_dir: Optional[Path]) -> dict
         raise ExperimentError(str(e)) from None
     data = {**data, "dataset": checked}
     data.setdefault("task", DEFAULT_TASK[checked["format"]])
-    data.setdefault("name", default_name(checked["train"]))
+    # named after the file and the label probed: two runs of one file on different labels differ by name
+    label = checked.get("label")
+    suffix = "-" + re.sub(r"[^A-Za-z0-9._-]", "_", str(label)) if label else ""
+    data.setdefault("name", default_name(checked["train"]) + suffix)
     return data
