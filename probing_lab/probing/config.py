@@ -40,7 +40,8 @@ With a table, ``task`` defaults to ``token_label`` (conllu, tokens: the file's l
 one skipped) or ``wsd_centroid`` (wic; ``wsd_linear`` too: the group is the lemma) or ``sentence_label``
 (sentences: ``sentence<TAB>label``) or ``span_label`` (spans: JSON Lines); a conllu file
 also runs ``upos``, ``xpos``, ``deprel``, ``dep_arc`` and the structural probes; ``name`` defaults to
-the train file's stem; the top-level ``train``/``dev``/``test`` keys are not used. The run directory
+the train file's stem and the label probed (``mine-upos``); the top-level ``train``/``dev``/``test``
+keys are not used. The run directory
 records each file's path, size and SHA-256 (``metrics.json`` ``files``), the split (``split.json``:
 the first line of each role's sentences) and the test labels never seen in training
 (``unseen_test_labels``: counted, scored as wrong). ``probing-lab probe --data FILE --format FMT``
