@@ -50,7 +50,7 @@ class RunProgress:
     on_progress: Optional[Callable[[float, str], None]]
     stages: int
     done: int = 0
-    timing: dict = field(default_factory=dict)  # seconds per phase ("extraction", "random_init", ...)
+    timing: dict = field(default_factory=dict)  # seconds per phase: "model extraction", "random_init probes", ...
 
     def add_time(self, phase: str, seconds: float) -> None:
         self.timing[phase] = self.timing.get(phase, 0.0) + seconds
