@@ -289,6 +289,7 @@ def test_every_format_from_the_shell_with_the_shipped_model(tmp_path, capsys, fm
     assert main(args) == 0, capsys.readouterr().err
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"].endswith("elmo-lab") and set(metrics["layers"]) == {"0", "2"}
+    assert metrics["experiment"].startswith("mine")  # named after the file (and the label, where one is probed)
     assert all(0.0 <= e["score"] <= 1.0 for e in metrics["layers"].values())
     assert main(["report", str(out)]) == 0
-    assert f"| mine ({metrics['task']}) | {metrics['model']} |" in capsys.readouterr().out
+    assert f"| {metrics['experiment']} ({metrics['task']}) | {metrics['model']} |" in capsys.readouterr().out
