@@ -4,8 +4,8 @@
 
 For each N: a fresh ``probing-lab app`` server (its Streamlit command), then N Chromium sessions
 (separate contexts: separate Streamlit sessions) that all at once (1) open the page and wait until
-it is drawn, then (2) each type their own two sentences into the page's text area (Ctrl+Enter) and
-wait until their own words are drawn. Reported per N: the server's CPU seconds per student (its
+it is drawn, then (2) each type their own text (Sentence explorer: two sentences; Polysemy: "Type your own",
+five labelled "bank" sentences) and wait until it is drawn. Reported per N: the server's CPU seconds per student (its
 process's user + system time over the whole test, divided by N: what the class costs the server),
 p50 / p95 seconds per step, sessions with an error (an exception box, or a timeout), and the
 server's peak memory (VmHWM) against a server that has served one student.
@@ -60,6 +60,7 @@ async def student(browser, url: str, label: str, i: int, timeout_ms: int) -> dic
     """One student's two steps; returns their seconds and whether an error showed."""
     context = await browser.new_context(viewport={"width": 1400, "height": 1000})
     page = await context.new_page()
+    page.set_default_timeout(timeout_ms)  # under load a click's rerun takes longer than Playwright's 30 s
     out = {"open": None, "type": None, "error": None}
     try:
         t = time.perf_counter()
@@ -68,18 +69,27 @@ async def student(browser, url: str, label: str, i: int, timeout_ms: int) -> dic
         await page.wait_for_function(SETTLED, timeout=timeout_ms, polling=100)
         out["open"] = time.perf_counter() - t
         word = f"Zorblax{i}"
-        text = f"{word} walked to the bank on Monday. The river bank near {word}'s house was steep."
-        area = page.get_by_label(label)
         t = time.perf_counter()
-        await area.fill(text)
-        await area.press("Control+Enter")
-        await page.wait_for_function(
-            "(w) => Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"]'))"
-            ".some(c => c.textContent.includes(w))",  # drawn in a figure, not only typed in the box
-            arg=word,
-            timeout=timeout_ms,
-            polling=100,
-        )
+        if label is None:  # Polysemy: five labelled "bank" sentences of the student's own
+            await page.get_by_text("Type your own").click()
+            await page.wait_for_function(SETTLED, timeout=timeout_ms, polling=100)
+            area = page.locator("textarea").first
+            lines = [f"{word} paid {k} coins into the bank. | money" for k in range(3)]
+            lines += [f"{word} fished from the river bank at {k}. | river" for k in range(2)]
+            await area.fill("\n".join(lines))
+            await area.press("Control+Enter")
+            await page.get_by_text("5 occurrences, 2 senses").wait_for(timeout=timeout_ms)
+        else:  # a text box whose words the page draws
+            area = page.get_by_label(label)
+            await area.fill(f"{word} walked to the bank on Monday. The river bank near {word}'s house was steep.")
+            await area.press("Control+Enter")
+            await page.wait_for_function(
+                "(w) => Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"]'))"
+                ".some(c => c.textContent.includes(w))",  # drawn in a figure, not only typed in the box
+                arg=word,
+                timeout=timeout_ms,
+                polling=100,
+            )
         await page.wait_for_function(SETTLED, timeout=timeout_ms, polling=100)
         out["type"] = time.perf_counter() - t
         if await page.locator('[data-testid="stException"]').count():
