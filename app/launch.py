@@ -193,7 +193,7 @@ def run_app(
     ``address``: where to listen (default loopback only). Any other address serves a class network,
     and then the app is locked down: path fields confined (to ``allowed_roots``, else to the
     checkout and the app's runs folder), starting probe runs off unless ``allow_runs``, uploads
-    capped at ``MAX_UPLOAD_MB`` MB, XSRF protection on, one torch thread per computation."""
+    capped at ``MAX_UPLOAD_MB`` MB, XSRF protection on."""
     problem = check_model(model) or check_port(port) or (None if is_loopback(address) else check_address(address))
     roots, roots_problem = check_roots(allowed_roots)
     problem = problem or roots_problem
@@ -222,9 +222,6 @@ def run_app(
         env[ALLOWED_ROOTS_ENV] = str(runs.resolve())  # and the checkout (allowed_paths.allowed_roots)
     if no_runs or (network and not allow_runs):
         env[NO_RUNS_ENV] = "1"
-    if network:  # many sessions at once: torch's intra-op threads only spin against each other
-        env.setdefault("OMP_NUM_THREADS", "1")  # (Polysemy, 10 sessions: 3.63 -> 2.06 s CPU per student)
-        env.setdefault("MKL_NUM_THREADS", "1")
     notes = [f"model: {model or 'shipped'}"]
     if network:
         notes.append(f"on the network: uploads up to {MAX_UPLOAD_MB} MB, XSRF protection on")
