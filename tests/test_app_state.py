@@ -1,7 +1,7 @@
 """The rule that state follows the user, on every page (AppTest, no browser): change each selector
-to another choice; every other selector whose options changed with it must be a new widget (its
-key names what its options depend on, ``lab_ui.key_on``), so that it shows only choices among its
-new options and never one kept from before; and nothing raises.
+(selectbox, radio, multiselect) to another choice; every other selector whose options changed with
+it must be a new widget (its key names what its options depend on, ``lab_ui.key_on``), so that it
+shows only choices among its new options and never one kept from before; and nothing raises.
 
 A selector keeping its key while its options change is the bug class of the Probes page's "Runs to
 compare" (it kept pos_ewt's runs after another experiment was chosen)."""
@@ -15,7 +15,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from test_app import PAGES, TIMEOUT  # noqa: E402
 
-MAX_CHANGES = 5  # selectors changed per page: the first ones, the page's main choices
+MAX_CHANGES = 6  # selectors changed per page: the first ones (selectboxes, radios, then multiselects)
 
 
 @pytest.fixture(autouse=True)
@@ -36,10 +36,18 @@ def selectors(at: AppTest) -> dict:
     return found
 
 
-def choose(widget, index: int) -> None:
-    """Choose option ``index`` as the browser does (by its shown text: the raw values behind a
-    ``format_func`` are not known here)."""
-    state = WidgetState(id=widget.id, string_value=widget.options[index])
+def choose(widget) -> None:
+    """Another choice, made as the browser does (by the options' shown text: the raw values behind a
+    ``format_func`` are not known here): the next option of a selectbox or radio; for a multiselect,
+    one chosen option fewer, or one more when a single one is chosen."""
+    if widget.type == "multiselect":
+        shown = [widget.options[i] for i in widget.indices]
+        more = [o for o in widget.options if o not in shown]
+        shown = shown[:-1] if len(shown) > 1 or not more else shown + more[:1]
+        state = WidgetState(id=widget.id)
+        state.string_array_value.data[:] = shown
+    else:
+        state = WidgetState(id=widget.id, string_value=widget.options[(widget.index + 1) % len(widget.options)])
     widget.__class__ = type(f"Chosen{type(widget).__name__}", (type(widget),), {"_widget_state": state})
 
 
@@ -49,7 +57,7 @@ def page_problems(page: str) -> tuple[list[str], list[str]]:
     assert not at.exception, [e.value for e in at.exception]
     targets = [
         (w.type, i, w.label)
-        for kind in ("selectbox", "radio")
+        for kind in ("selectbox", "radio", "multiselect")
         for i, w in enumerate(getattr(at, kind))
         if len(w.options) > 1 and not w.disabled and not w.form_id
     ][:MAX_CHANGES]
@@ -58,7 +66,7 @@ def page_problems(page: str) -> tuple[list[str], list[str]]:
         fresh = AppTest.from_file(str(PAGES[page]), default_timeout=TIMEOUT).run()
         w = getattr(fresh, kind)[i]
         before = selectors(fresh)
-        choose(w, (w.index + 1) % len(w.options))
+        choose(w)
         fresh.run()
         changed.append(label)
         if fresh.exception:
