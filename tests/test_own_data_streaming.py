@@ -13,7 +13,8 @@ from probing_lab.datasets.files import read_labelled_file, read_token_table
 from probing_lab.elmo import ElmoBiLM, ElmoOptions
 from probing_lab.features.cache import ElmoEncoder, LayerRows, extract_features
 from probing_lab.probing.experiment import run_experiment
-from probing_lab.probing.probes import ProbeConfig, _standardise, as_rows, fit_probe
+from probing_lab.probing.probes import ProbeConfig, fit_probe
+from probing_lab.probing.rows import _standardise, as_rows
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from probing_lab.elmo.weights import load_checkpoint
 from probing_lab.features.cache import ElmoEncoder, extract_features
 from probing_lab.probing import tasks as T
 from probing_lab.probing.experiment import Experiment, ExperimentError, run_experiment
-from probing_lab.probing.probes import ProbeConfig, fit_probe, fit_probes, online_codelength, online_codelengths
+from probing_lab.probing.mdl import online_codelength, online_codelengths
+from probing_lab.probing.probes import ProbeConfig, fit_probe, fit_probes
 from probing_lab.probing.runs import ProbeRun, report
 from probing_lab.probing.structural import StructuralProbeConfig
 

@@ -26,7 +26,8 @@ from probing_lab.datasets.span_tasks import (
 )
 from probing_lab.elmo import ElmoBiLM, ElmoOptions, save_checkpoint
 from probing_lab.probing import tasks as T
-from probing_lab.probing.probes import ProbeConfig, online_codelength
+from probing_lab.probing.mdl import online_codelength
+from probing_lab.probing.probes import ProbeConfig
 from probing_lab.probing.runs import report
 from probing_lab.probing.span_probe import SpanInputs, fit_span_probe
 

@@ -5,8 +5,8 @@
 ``rank``-dimensional bottleneck), with weight decay, a seed, and early stopping on dev accuracy
 (the learning rate decays on a plateau). ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with
 ``mix=True``: a scalar mix (``gamma * softmax(w)``) learned with the probe. Features are
-standardised with the training mean and deviation. :func:`online_codelength` is Voita & Titov's
-online-code MDL.
+standardised with the training mean and deviation. Row sources (arrays, rows on disk) are in
+:mod:`.rows`; Voita & Titov's online-code MDL is in :mod:`.mdl`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..settings import config_from_dict
+from .rows import _chunks, _standardise, as_rows
 
 
 @dataclass(frozen=True)
@@ -121,64 +122,6 @@ class TrainedProbe:
         if self.module.mix_weights is None:
             return None
         return torch.softmax(self.module.mix_weights.detach(), 0).tolist()
-
-
-class ArrayRows:
-    """An array in memory as a row source (one chunk: what ``LayerRows`` reads from disk in parts)."""
-
-    def __init__(self, X):
-        self.X = np.asarray(X, dtype=np.float32)
-        self.shape = self.X.shape
-        self.chunk_rows = max(1, len(self.X))
-
-    def __len__(self) -> int:
-        return len(self.X)
-
-    def read(self, lo: int, hi: int) -> np.ndarray:
-        return self.X[lo:hi]
-
-
-def as_rows(X):
-    """``X`` as a row source: ``len``, ``shape``, ``chunk_rows`` and ``read(lo, hi) -> float32``."""
-    return X if hasattr(X, "read") and hasattr(X, "chunk_rows") else ArrayRows(X)
-
-
-IN_MEMORY_BYTES = 4 << 30  # rows on disk up to this size are read into memory once per layer
-
-
-def in_memory(X):
-    """Rows on disk (``LayerRows``) read into memory (float32) when they take at most
-    ``IN_MEMORY_BYTES``, so that every fit of a layer (the probe, its control, the MDL blocks)
-    shares one read; larger ones stay on disk, read a chunk at a time. Anything else is returned
-    as it is."""
-    if not (hasattr(X, "read") and hasattr(X, "chunk_rows")) or isinstance(X, ArrayRows):
-        return X
-    if 4 * int(np.prod(X.shape)) > IN_MEMORY_BYTES:
-        return X
-    return X.read(0, len(X))
-
-
-def _chunks(rows) -> list[tuple[int, int]]:
-    return [(lo, min(lo + rows.chunk_rows, len(rows))) for lo in range(0, len(rows), rows.chunk_rows)]
-
-
-def _standardise(rows) -> tuple[torch.Tensor, torch.Tensor]:
-    """The training rows' mean and deviation per feature (in one pass over the chunks)."""
-    chunks = _chunks(rows)
-    if len(chunks) == 1:
-        X = torch.as_tensor(rows.read(0, len(rows)))
-        return X.mean(0), X.std(0).clamp_min(1e-4)
-    total = np.zeros(rows.shape[1:], dtype=np.float64)
-    squares = np.zeros(rows.shape[1:], dtype=np.float64)
-    for lo, hi in chunks:
-        x = rows.read(lo, hi).astype(np.float64)
-        total += x.sum(0)
-        squares += (x * x).sum(0)
-    n = len(rows)
-    mean = total / n
-    var = np.maximum(squares - n * mean * mean, 0.0) / max(n - 1, 1)
-    std = torch.as_tensor(np.sqrt(var), dtype=torch.float32).clamp_min(1e-4)
-    return torch.as_tensor(mean, dtype=torch.float32), std
 
 
 class ModuleHeads:
@@ -437,50 +380,3 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
         TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)
         for module, (best, epochs_run, history) in zip(modules, results)
     ]
-
-
-def one_at_a_time(fit):
-    """A trainer of several label sets (as :func:`fit_probes`) from a trainer of one, fitting each alone."""
-    return lambda X, ys, X_dev, ys_dev, n, config: [fit(X, y, X_dev, d, n, config) for y, d in zip(ys, ys_dev)]
-
-
-MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
-
-
-def online_codelength(
-    X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig(), fractions=MDL_FRACTIONS, fit=None
-) -> dict:
-    """Online code (Voita & Titov 2020): the first block is sent with a uniform code, every next
-    block with a probe trained on all blocks before it. Returns bits and the compression
-    against the uniform code. ``X, y`` should be in a random order. ``fit``: the probe family's
-    trainer of one label set (default :func:`fit_probe`; the span probe passes its own, with ``X``
-    its inputs)."""
-    many = fit_probes if fit is None else one_at_a_time(fit)
-    return online_codelengths(X, [y], X_dev, [y_dev], n_classes, config, fractions, many)[0]
-
-
-def online_codelengths(
-    X,
-    ys: list,
-    X_dev,
-    ys_dev: list,
-    n_classes: int,
-    config: ProbeConfig = ProbeConfig(),
-    fractions=MDL_FRACTIONS,
-    fit=None,
-) -> list[dict]:
-    """:func:`online_codelength` of several label sets on the same ``X`` (a task and its control
-    task), each block's probes trained together by ``fit`` (default :func:`fit_probes`)."""
-    fit = fit or fit_probes
-    n = len(ys[0])
-    cuts = sorted({max(2, int(round(f * n))) for f in fractions} | {n})
-    ys = [np.asarray(y) for y in ys]
-    bits = [cuts[0] * math.log2(n_classes)] * len(ys)
-    for start, end in zip(cuts[:-1], cuts[1:]):
-        probes = fit(X[:start], [y[:start] for y in ys], X_dev, ys_dev, n_classes, config)
-        block = X[start:end]
-        for i, (probe, y) in enumerate(zip(probes, ys)):
-            p = probe.predict_proba(block)[np.arange(end - start), y[start:end]]
-            bits[i] += float(-np.log2(np.clip(p, 1e-12, 1.0)).sum())
-    uniform = n * math.log2(n_classes)
-    return [{"mdl_bits": b, "uniform_bits": uniform, "compression": uniform / b, "blocks": cuts} for b in bits]

@@ -15,7 +15,9 @@ from typing import Optional
 import numpy as np
 
 from .. import tasks as T
-from ..probes import fit_probes, in_memory, online_codelengths
+from ..mdl import online_codelengths
+from ..probes import fit_probes
+from ..rows import in_memory
 
 
 def classify_layer(

@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 
 from .. import tasks as T
-from ..probes import one_at_a_time
+from ..mdl import one_at_a_time
 from ..span_probe import SpanInputs, fit_span_probe
 from .classify import classify_layer
 
