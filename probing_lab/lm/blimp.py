@@ -206,8 +206,9 @@ def evaluate_blimp(
         "both": good.sum(1) > bad.sum(1),
     }
     seconds = time.perf_counter() - start
-    oov_tokens = sum(lm.vocab.id(t) == UNK_ID for s in sentences for t in s)
-    pairs_with_oov = sum(any(lm.vocab.id(t) == UNK_ID for t in (*p.good, *p.bad)) for p in pairs)
+    unknown = [sum(lm.vocab.id(t) == UNK_ID for t in s) for s in sentences]  # per sentence, looked up once
+    oov_tokens = sum(unknown)
+    pairs_with_oov = sum(1 for good, bad in zip(unknown[0::2], unknown[1::2]) if good or bad)
     paradigm_of = np.array([p.paradigm for p in pairs])
     names = list(dict.fromkeys(paradigm_of.tolist()))
     phenomenon = {p.paradigm: p.phenomenon for p in pairs}
