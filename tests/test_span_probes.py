@@ -29,7 +29,7 @@ from probing_lab.probing import tasks as T
 from probing_lab.probing.mdl import online_codelength
 from probing_lab.probing.probes import ProbeConfig
 from probing_lab.probing.runs import report
-from probing_lab.probing.span_probe import SpanInputs, fit_span_probe
+from probing_lab.probing.span_probe import SpanInputs, fit_span_probe, fit_span_probes
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +180,26 @@ def test_the_span_probe_finds_a_property_of_the_inner_tokens(pairs):
     codes = online_codelength(X, y, Xd, yd, 2, config, fit=fit_span_probe)
     noise = online_codelength(X, np.random.default_rng(3).permutation(y), Xd, yd, 2, config, fit=fit_span_probe)
     assert codes["compression"] > 1.05 > noise["compression"]  # the planted labels compress, noise does not
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_span_probes_trained_together_are_the_probes_trained_alone(mix):
+    """A task and its control task share each minibatch's gathered rows, nothing else."""
+    X, y = _planted(300, 0, pairs=True)
+    Xd, yd = _planted(100, 1, pairs=True)
+    if mix:
+        X = SpanInputs(np.stack([X.tokens, X.tokens[::-1]], 1), X.span1, X.span2)
+        Xd = SpanInputs(np.stack([Xd.tokens, Xd.tokens[::-1]], 1), Xd.span1, Xd.span2)
+    control = np.random.default_rng(5).integers(0, 2, len(y))
+    control_dev = np.random.default_rng(6).integers(0, 2, len(yd))
+    config = ProbeConfig(lr=0.01, epochs=6, patience=2, mix=mix)
+    together = fit_span_probes(X, [y, control], Xd, [yd, control_dev], 2, config)
+    alone = [fit_span_probe(X, y, Xd, yd, 2, config), fit_span_probe(X, control, Xd, control_dev, 2, config)]
+    for a, b in zip(together, alone):
+        assert (a.epochs_run, a.history) == (b.epochs_run, b.history)
+        for (name, p), q in zip(a.module.state_dict().items(), b.module.state_dict().values()):
+            assert torch.equal(p, q), name
+        assert np.array_equal(a.predict_proba(Xd), b.predict_proba(Xd))
 
 
 def test_span_probe_bad_input():

@@ -11,8 +11,9 @@ the tokens are ``(n_layers, dim)`` and a scalar mix of the layers is learned wit
 Training is AdamW on minibatches of spans of similar length (:func:`length_batches`: little padding)
 with early stopping on dev accuracy
 (``probes.train_with_early_stopping``); ``optimizer = "lbfgs"`` is refused (the attention pool is
-not a convex problem). Token features are standardised with the training tokens' mean and
-deviation, on the rows a batch gathers (the token matrix is never copied).
+not a convex problem). Token features are standardised once with the training tokens' mean and
+deviation (one float32 copy of the token matrix). ``fit_span_probes`` trains the probes of several
+label sets (a task and its control task) on the same minibatches, gathered once.
 """
 
 from __future__ import annotations
@@ -52,9 +53,8 @@ class SpanInputs:
 
 
 class SpanProbe(nn.Module):
-    """Span (or span pair) representation + classifier; ``forward(tokens, spans)`` with ``tokens``
-    ``(n_tokens, [n_layers,] dim)`` already standardised rows and ``spans`` one ``(B, 2)`` long
-    tensor per span role -> logits ``(B, n_classes)``."""
+    """Span (or span pair) representation + classifier; ``forward(gathered)`` with ``gathered``
+    one :func:`gather_spans` triple per span role -> logits ``(B, n_classes)``."""
 
     def __init__(self, dim: int, n_classes: int, config: ProbeConfig, n_spans: int = 1, n_layers: int = 1):
         super().__init__()
@@ -64,26 +64,51 @@ class SpanProbe(nn.Module):
         self.net = classifier(3 * dim * n_spans, n_classes, config)
 
     def _mixed(self, h: torch.Tensor) -> torch.Tensor:
+        """``(..., n_layers, dim) -> (..., dim)`` with a mix, else ``h`` itself."""
         if self.mix_weights is None:
             return h
-        w = torch.softmax(self.mix_weights, 0).view(*([1] * (h.dim() - 2)), -1, 1)
+        w = torch.softmax(self.mix_weights, 0).view(-1, 1)
         return self.gamma * (w * h).sum(-2)
 
-    def represent(self, gather, span: torch.Tensor, attention: nn.Linear) -> torch.Tensor:
-        """``(B, 3 * dim)``: first token, last token, attention pool of each span."""
+    def represent(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, attention: nn.Linear):
+        """``(B, 3 * dim)``: first token, last token, attention pool of each span. With a mix, the
+        scores and the pool are taken per layer and then mixed (both are linear in the mix), so the
+        mixed ``(B, L, dim)`` rows are never formed: a mix costs little more than one layer."""
+        B, L = mask.shape
+        scores = torch.matmul(h, attention.weight[0])  # (B, L, [n_layers])
+        if self.mix_weights is not None:
+            scores = self.gamma * (scores @ torch.softmax(self.mix_weights, 0))
+        scores = (scores + attention.bias).masked_fill(~mask, float("-inf"))
+        pooled = torch.bmm(torch.softmax(scores, -1).unsqueeze(1), h.reshape(B, L, -1)).view(B, *h.shape[2:])
+        ends = torch.stack([h[:, 0], h[torch.arange(B), lengths - 1], pooled], 1)  # (B, 3, [n_layers,] dim)
+        return self._mixed(ends).reshape(B, -1)
+
+    def forward(self, gathered: list) -> torch.Tensor:
+        parts = [self.represent(*g, attention) for g, attention in zip(gathered, self.attention)]
+        return self.net(torch.cat(parts, -1))
+
+
+def gather_spans(source: torch.Tensor, spans: list[torch.Tensor]) -> list[tuple]:
+    """Per span role, ``(h, mask, lengths)``: the span's token rows ``(B, L, [n_layers,] dim)`` of
+    ``source`` (padding repeats the first row), which of them are real, and each span's length.
+    Read once per minibatch, for every probe trained on it."""
+    out = []
+    for span in spans:
         lengths = span[:, 1] - span[:, 0]
         steps = torch.arange(int(lengths.max()))
         mask = steps[None] < lengths[:, None]
-        rows = torch.where(mask, span[:, :1] + steps[None], span[:, :1])  # padding repeats the first row
-        h = self._mixed(gather(rows))  # (B, L, dim)
-        scores = attention(h).squeeze(-1).masked_fill(~mask, float("-inf"))
-        pooled = (torch.softmax(scores, -1).unsqueeze(-1) * h).sum(1)
-        last = h[torch.arange(len(span)), lengths - 1]
-        return torch.cat([h[:, 0], last, pooled], -1)
+        rows = torch.where(mask, span[:, :1] + steps[None], span[:, :1])
+        h = torch.index_select(source, 0, rows.reshape(-1)).view(*rows.shape, *source.shape[1:])
+        out.append((h, mask, lengths))
+    return out
 
-    def forward(self, gather, spans: list[torch.Tensor]) -> torch.Tensor:
-        parts = [self.represent(gather, span, attention) for span, attention in zip(spans, self.attention)]
-        return self.net(torch.cat(parts, -1))
+
+def standardised(tokens: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """The token matrix as float32, standardised once (in place on the float32 copy, in chunks)."""
+    source = torch.from_numpy(np.array(tokens, dtype=np.float32))
+    for i in range(0, len(source), 65536):
+        source[i : i + 65536].sub_(mean).div_(std)
+    return source
 
 
 def length_batches(X: SpanInputs, batch_size: int, generator: Optional[torch.Generator] = None) -> list[np.ndarray]:
@@ -119,18 +144,14 @@ class TrainedSpanProbe:
     dev_accuracy: float
     history: list
 
-    def gather(self, tokens: np.ndarray):
-        """Rows of ``tokens``, standardised, for any index tensor."""
-        source = torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.float32))
-        return lambda rows: (source[rows] - self.mean) / self.std
-
     @torch.no_grad()
-    def predict_proba(self, X: SpanInputs, batch_size: int = 1024) -> np.ndarray:
+    def predict_proba(self, X: SpanInputs, batch_size: int = 1024, source: Optional[torch.Tensor] = None) -> np.ndarray:
+        """``source``: ``X.tokens`` standardised already (:func:`standardised`), when the caller has it."""
         self.module.eval()
-        gather = self.gather(X.tokens)
+        source = standardised(X.tokens, self.mean, self.std) if source is None else source
         out = np.zeros((len(X), self.n_classes), dtype=np.float32)
         for idx in length_batches(X, batch_size):
-            out[idx] = torch.softmax(self.module(gather, _spans(X, idx)), -1).numpy()
+            out[idx] = torch.softmax(self.module(gather_spans(source, _spans(X, idx))), -1).numpy()
         return out
 
     def predict(self, X: SpanInputs) -> np.ndarray:
@@ -163,6 +184,16 @@ def fit_span_probe(
     X: SpanInputs, y, X_dev: SpanInputs, y_dev, n_classes: int, config: Optional[ProbeConfig] = None
 ) -> TrainedSpanProbe:
     """Train on the spans ``X`` with labels ``y``; keep the epoch with the best dev accuracy."""
+    return fit_span_probes(X, [y], X_dev, [y_dev], n_classes, config)[0]
+
+
+def fit_span_probes(
+    X: SpanInputs, ys: list, X_dev: SpanInputs, ys_dev: list, n_classes: int, config: Optional[ProbeConfig] = None
+) -> list[TrainedSpanProbe]:
+    """One span probe per label set (a task and its control task), trained together as
+    :func:`~.probes.fit_probes` does: each minibatch's token rows are gathered once for all of
+    them; each probe has its own initialisation, optimizer and early stopping and sees the same
+    minibatches, so it is the probe :func:`fit_span_probe` trains alone (an MLP's dropout aside)."""
     config = config or ProbeConfig()
     if len(X) == 0:
         raise ValueError("no training spans for the probe")
@@ -171,28 +202,48 @@ def fit_span_probe(
     tokens = np.asarray(X.tokens)
     if config.mix != (tokens.ndim == 3):
         raise ValueError("mix=True needs tokens (n_tokens, n_layers, dim), and only then")
-    y_t = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    yd = np.asarray(y_dev)
-    torch.manual_seed(config.seed)
+    Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, heads)
+    Yd = np.stack([np.asarray(y) for y in ys_dev], 1) if len(X_dev) else np.zeros((0, len(ys)), dtype=np.int64)
     g = torch.Generator().manual_seed(config.seed)
-    module = SpanProbe(tokens.shape[-1], n_classes, config, X.n_spans, tokens.shape[1] if config.mix else 1)
     mean, std = _token_statistics(X)
-    trained = TrainedSpanProbe(module, mean, std, n_classes, 0, -1.0, [])
-    gather = trained.gather(tokens)
-    optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    trained, pairs = [], []
+    for _ in ys:
+        torch.manual_seed(config.seed)  # every probe starts where it would alone
+        module = SpanProbe(tokens.shape[-1], n_classes, config, X.n_spans, tokens.shape[1] if config.mix else 1)
+        pairs.append(
+            (
+                module,
+                torch.optim.AdamW(module.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True),
+            )
+        )
+        trained.append(TrainedSpanProbe(module, mean, std, n_classes, 0, -1.0, []))
+    heads = ModuleHeads(pairs)
+    source = standardised(tokens, mean, std)
+    dev_source = standardised(X_dev.tokens, mean, std) if len(X_dev) else None
+    dev_batches = length_batches(X_dev, 1024) if len(X_dev) else []
     batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
-    def run_epoch(active) -> None:
+    def run_epoch(active: list[int]) -> None:
         for idx in length_batches(X, batch_size, g):
-            loss = F.cross_entropy(module(gather, _spans(X, idx)), y_t[idx])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            gathered = gather_spans(source, _spans(X, idx))
+            loss = sum(F.cross_entropy(pairs[h][0](gathered), Y[idx, h]) for h in active)
+            for h in active:
+                pairs[h][1].zero_grad()
+            loss.backward()  # each head's gradient is that of its own loss
+            for h in active:
+                pairs[h][1].step()
 
-    def dev_accuracy(active) -> list[float]:
-        return [float((trained.predict(X_dev) == yd).mean()) if len(yd) else 0.0]
+    def dev_accuracies(active: list[int]) -> list[float]:
+        if dev_source is None:
+            return [0.0] * len(active)
+        right = np.zeros(len(active))
+        for idx in dev_batches:
+            gathered = gather_spans(dev_source, _spans(X_dev, idx))
+            for k, h in enumerate(active):
+                right[k] += (pairs[h][0](gathered).argmax(-1).numpy() == Yd[idx, h]).sum()
+        return (right / len(Yd)).tolist()
 
-    [(trained.dev_accuracy, trained.epochs_run, trained.history)] = train_with_early_stopping(
-        ModuleHeads([(module, optimizer)]), run_epoch, dev_accuracy, config
-    )
+    results = train_with_early_stopping(heads, run_epoch, dev_accuracies, config)
+    for probe, (best, epochs_run, history) in zip(trained, results):
+        probe.dev_accuracy, probe.epochs_run, probe.history = best, epochs_run, history
     return trained

@@ -25,8 +25,8 @@ def classify_layer(
 ) -> dict:
     """``X``/``y``/``control``: train, dev and test vectors, labels and control labels (``control``
     empty: no control task); ``order``: the training rows' order for the online code; ``fit``: the
-    probe family's trainer of several label sets (``fit_probes``, or ``one_at_a_time(fit_span_probe)``
-    with span inputs as ``X``): the task's and the control task's probes train together."""
+    probe family's trainer of several label sets (``fit_probes``, or ``fit_span_probes`` with span
+    inputs as ``X``): the task's and the control task's probes train together."""
     t0 = time.perf_counter()
     X = {role: in_memory(rows) for role, rows in X.items()}  # read once, shared by every fit below
     timing = {"read": time.perf_counter() - t0}
