@@ -190,35 +190,39 @@ def test_probes_trained_together_are_the_probes_trained_alone(mix):
     assert codes[1]["mdl_bits"] == pytest.approx(alone["mdl_bits"], rel=1e-5)
 
 
-def test_stacked_linear_heads_step_as_torch_adamw_with_autograd():
+@pytest.mark.parametrize("mix", [False, True])
+def test_stacked_linear_heads_step_as_torch_adamw_with_autograd(mix):
     # the fast path writes the gradient and AdamW out by hand: the same numbers as the modules
-    from torch import nn
-
-    from probing_lab.probing.probes import StackedLinear
+    from probing_lab.probing.probes import StackedLinear, _Probe
 
     X, y = _blobs(n=512, dim=8, k=3)
+    if mix:  # three layers: the blobs, their negation scaled, noise
+        X = np.stack([X, -0.5 * X, np.random.default_rng(1).normal(size=X.shape).astype(X.dtype)], 1)
     labels = np.stack([y, (y + 1) % 3], 1)
-    cfg = ProbeConfig(lr=0.05, weight_decay=0.01)
-    stacked = StackedLinear(8, 3, 2, cfg)
+    cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=mix)
+    stacked = StackedLinear(8, 3, 2, cfg, 3 if mix else None)
     modules = []
     for _ in range(2):
         torch.manual_seed(cfg.seed)
-        layer = nn.Linear(8, 3)
-        modules.append((layer, torch.optim.AdamW(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)))
+        probe = _Probe(8, 3, cfg, 3 if mix else 1)
+        modules.append((probe, torch.optim.AdamW(probe.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)))
     xs, ys = torch.as_tensor(X), torch.as_tensor(labels)
     for step in range(6):
         rows = slice(64 * step, 64 * (step + 1))
         active = [0, 1] if step < 4 else [1]  # head 0 stops after four steps
         stacked.step(xs[rows], ys[rows], active)
         for h in active:
-            layer, optimizer = modules[h]
+            probe, optimizer = modules[h]
             optimizer.zero_grad()
-            torch.nn.functional.cross_entropy(layer(xs[rows]), ys[rows, h]).backward()
+            torch.nn.functional.cross_entropy(probe(xs[rows]), ys[rows, h]).backward()
             optimizer.step()
-    for h, (layer, _) in enumerate(modules):
-        module = stacked.module(h, cfg)
-        assert torch.allclose(module.net.weight, layer.weight, atol=1e-6)
-        assert torch.allclose(module.net.bias, layer.bias, atol=1e-6)
+    for h, (probe, _) in enumerate(modules):
+        mine = stacked.module(h, cfg).state_dict()
+        for name, value in probe.state_dict().items():
+            assert torch.allclose(mine[name], value, atol=1e-6), name
+        assert torch.allclose(stacked.logits(xs)[:, h], probe(xs), atol=1e-5)
+    if mix:
+        assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
 
 
 def test_stages_chain_on_one_token_axis():

@@ -158,9 +158,14 @@ class StackedLinear:
     from ``nn.Linear(dim, n_classes)`` after ``torch.manual_seed(seed)``, as a probe trained alone
     does. A minibatch of pos_ewt's L0 with the control task: 1.4 ms as modules with autograd and an
     optimizer each, 0.65 ms here (profiled: autograd, the optimizer's per-tensor loop and one product
-    per head were most of it)."""
+    per head were most of it).
 
-    def __init__(self, dim: int, n_classes: int, n_heads: int, config: ProbeConfig):
+    With ``n_layers`` (a scalar mix, ``x`` of shape ``(B, n_layers, dim)``) each head also has its
+    mix weights and ``gamma``; since the logits are linear in the mix, each layer's logits are one
+    product for all heads and the heads mix those (``gamma_h * softmax(w_h) . Z[:, h]``), so no
+    mixed copy of the minibatch is formed and the mix's gradient is written out too."""
+
+    def __init__(self, dim: int, n_classes: int, n_heads: int, config: ProbeConfig, n_layers: Optional[int] = None):
         weights, biases = [], []
         for _ in range(n_heads):
             torch.manual_seed(config.seed)
@@ -169,9 +174,12 @@ class StackedLinear:
             biases.append(layer.bias.detach())
         self.W = torch.cat(weights, 1).contiguous()  # (dim, H * K)
         self.b = torch.cat(biases).contiguous()
+        self.mix = torch.zeros(n_heads, n_layers) if n_layers else None  # (H, n_layers), before the softmax
+        self.gamma = torch.ones(n_heads) if n_layers else None
+        self.params = [self.W, self.b] + ([self.mix, self.gamma] if n_layers else [])
         self.H, self.K, self.config = n_heads, n_classes, config
         self.lr = torch.full((n_heads,), config.lr)
-        self.moments = [torch.zeros_like(t) for t in (self.W, self.b, self.W, self.b)]
+        self.moments = [(torch.zeros_like(t), torch.zeros_like(t)) for t in self.params]
         self.steps = 0
 
     def __len__(self) -> int:
@@ -180,45 +188,75 @@ class StackedLinear:
     def train(self, on: bool) -> None:
         pass  # no dropout
 
+    def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
+        """``(H, ...)`` -> ``(..., H * K)``: each head's value on its K logit columns."""
+        return per_head.T.repeat_interleave(self.K, -1) if per_head.dim() > 1 else per_head.repeat_interleave(self.K)
+
+    def _layer_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """``(B, H * K)`` logits without the bias, and (mix only) each layer's ``(n_layers, B, H * K)``."""
+        if self.mix is None:
+            return x @ self.W, None
+        Z = torch.matmul(x.transpose(0, 1), self.W)  # (n_layers, B, H * K)
+        coef = self.gamma[:, None] * torch.softmax(self.mix, -1)  # (H, n_layers)
+        return (Z * self._per_column(coef)[:, None]).sum(0), Z
+
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.addmm(self.b, x, self.W).view(len(x), self.H, self.K)
+        return (self._layer_logits(x)[0] + self.b).view(len(x), self.H, self.K)
 
     def step(self, xb: torch.Tensor, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        p = torch.softmax(self.logits(xb), -1)
+        mixed, Z = self._layer_logits(xb)
+        p = torch.softmax((mixed + self.b).view(len(xb), self.H, self.K), -1)
         p.view(-1, self.K)[torch.arange(p.shape[0] * self.H), yb.reshape(-1)] -= 1.0
         g = (p / len(xb)).view(len(xb), -1)  # d(mean cross-entropy) / d(logits), per head
-        grads = (xb.T @ g, g.sum(0))
+        if Z is None:
+            grads = [xb.T @ g, g.sum(0)]
+        else:
+            weights = torch.softmax(self.mix, -1)  # (H, n_layers)
+            coef = self._per_column(self.gamma[:, None] * weights)  # (n_layers, H * K)
+            dW = torch.matmul(xb.permute(1, 2, 0), g[None] * coef[:, None]).sum(0)
+            dcoef = (g[None] * Z).sum(1).view(-1, self.H, self.K).sum(-1).T  # (H, n_layers)
+            dweights = dcoef * self.gamma[:, None]
+            dmix = weights * (dweights - (dweights * weights).sum(-1, keepdim=True))  # through the softmax
+            grads = [dW, g.sum(0), dmix, (dcoef * weights).sum(-1)]
         lr = torch.zeros(self.H)
         lr[active] = self.lr[active]
-        lr_cols = lr.repeat_interleave(self.K)  # a learning rate per column: 0 for a stopped head
+        rates = [self._per_column(lr), self._per_column(lr), lr[:, None], lr]  # 0 for a stopped head
         self.steps += 1
         beta1, beta2, eps, wd = 0.9, 0.999, 1e-8, self.config.weight_decay
         correction1, correction2 = 1 - beta1**self.steps, math.sqrt(1 - beta2**self.steps)
-        for param, grad, avg, avg_sq in zip((self.W, self.b), grads, self.moments[:2], self.moments[2:]):
-            param.mul_(1 - lr_cols * wd)
+        for param, grad, (avg, avg_sq), rate in zip(self.params, grads, self.moments, rates):
+            param.mul_(1 - rate * wd)
             avg.lerp_(grad, 1 - beta1)
             avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            param.sub_(lr_cols / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
+            param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
 
     def snapshot(self, h: int):
         cols = slice(h * self.K, (h + 1) * self.K)
-        return self.W[:, cols].clone(), self.b[cols].clone()
+        return [self.W[:, cols].clone(), self.b[cols].clone()] + (
+            [] if self.mix is None else [self.mix[h].clone(), self.gamma[h].clone()]
+        )
 
     def restore(self, h: int, state) -> None:
         cols = slice(h * self.K, (h + 1) * self.K)
-        self.W[:, cols], self.b[cols] = state
+        self.W[:, cols], self.b[cols] = state[:2]
+        if self.mix is not None:
+            self.mix[h], self.gamma[h] = state[2:]
 
     def decay(self, h: int, factor: float) -> None:
         self.lr[h] *= factor
 
     def module(self, h: int, config: ProbeConfig) -> "_Probe":
         """Head ``h`` as the probe module :class:`TrainedProbe` predicts with."""
-        module = _Probe(self.W.shape[0], self.K, config)
+        n_layers = 1 if self.mix is None else self.mix.shape[1]
+        module = _Probe(self.W.shape[0], self.K, config, n_layers)
         cols = slice(h * self.K, (h + 1) * self.K)
         with torch.no_grad():
             module.net.weight.copy_(self.W[:, cols].T)
             module.net.bias.copy_(self.b[cols])
+            if self.mix is not None:
+                module.mix_weights.copy_(self.mix[h])
+                module.gamma.copy_(self.gamma[h])
         return module.eval()
 
 
@@ -276,7 +314,8 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     for all of them. Each probe has its own initialisation from ``config.seed``, learning-rate
     decay and early stopping, and sees the same minibatches in the same order, so it is the probe
     :func:`fit_probe` trains alone (an MLP's dropout draws aside). A linear probe trained with
-    AdamW (the default) runs as :class:`StackedLinear`; the others as modules with autograd.
+    AdamW (the default, with or without a mix) runs as :class:`StackedLinear`; the others as modules
+    with autograd.
     Returns the :class:`TrainedProbe` of each label set."""
     X, X_dev = as_rows(X), as_rows(X_dev)
     Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, heads)
@@ -297,9 +336,9 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     X_t = prep(X, *chunks[0]) if len(chunks) == 1 else None
     Xd = prep(X_dev, 0, len(X_dev)) if len(dev_chunks) <= 1 else None
     g = torch.Generator().manual_seed(config.seed)
-    stacked = config.kind == "linear" and not config.mix and config.optimizer == "adamw"
+    stacked = config.kind == "linear" and config.optimizer == "adamw"
     if stacked:
-        heads = StackedLinear(X.shape[-1], n_classes, len(ys), config)
+        heads = StackedLinear(X.shape[-1], n_classes, len(ys), config, X.shape[1] if config.mix else None)
     else:
         pairs = []
         for _ in ys:
