@@ -57,6 +57,19 @@ def occurrences(spec_key, sentences, target, labels, positions, halves, _embedde
     )
 
 
+@st.cache_data(show_spinner="Fitting the sense classifiers…", max_entries=32)
+def baselines_of(key, _occ, _random_occ):
+    """:func:`sense_baselines` (cross-validated classifiers: most of the page's CPU), once per input
+    ``key`` (model, sentences, target, labels, positions, halves): every student on the same example
+    shares it."""
+    return sense_baselines(_occ, _random_occ)
+
+
+@st.cache_data(show_spinner="Fitting the sense classifiers…", max_entries=32)
+def supervised_views(key, _occ, labels):
+    return {k: supervised_2d(_occ.vectors[k], list(labels)) for k in _occ.keys}
+
+
 def sample_per_sense(tokens, positions, senses, per_sense: int, seed: int):
     """At most ``per_sense`` occurrences of each sense, drawn with ``seed``, in their original order."""
     rng = np.random.default_rng(seed)
@@ -129,7 +142,7 @@ def wic_sentences():
     return sentences, positions, labels, word
 
 
-def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
+def show_sense_baselines(occ, key, spec, halves: bool, hover, shown_labels) -> None:
     """What the target's contextual vector adds: the same measures on its L0 type vector (the L0
     row), on the mean of the sentence's other tokens ("bag of context": topic words alone) and on
     a random-init model of the same shape; then the supervised view."""
@@ -148,7 +161,7 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
         )
     except ValueError as e:
         st.caption(f"No random-init baseline: {e}.")
-    table = sense_baselines(occ, random_occ)
+    table = baselines_of(key, occ, random_occ)
     encoder = model_choice.static_encoder()
     if encoder is not None:  # word2vec: one vector per word form, so its token column is chance by construction
         static_occ = occurrences(
@@ -160,7 +173,8 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
             False,
             encoder,
         )
-        table["word2vec"] = {**sense_baselines(static_occ)["0"], "random_nn": None, "random_linear": None}
+        static = baselines_of(("word2vec",) + key[1:], static_occ, None)
+        table = {**table, "word2vec": {**static["0"], "random_nn": None, "random_linear": None}}
     columns = {
         "1-NN: token": "token_nn",
         "1-NN: bag of context": "context_nn",
@@ -191,7 +205,7 @@ def show_sense_baselines(occ, spec, halves: bool, hover, shown_labels) -> None:
         "ideally, the bag of context."
     )
     with st.expander("Supervised view: is sense *linearly* there, even where it is not the main axis?"):
-        views = {k: supervised_2d(occ.vectors[k], shown_labels) for k in occ.keys}
+        views = supervised_views(key, occ, tuple(shown_labels))
         if any(v is None for v in views.values()):
             st.info("Each sense needs at least two occurrences for a cross-validated view.")
             return
@@ -270,16 +284,16 @@ halves = lab_ui.halves_toggle("poly_halves")
 
 spec = model_choice.current_spec()
 bundle = model_choice.get_bundle(spec)
+key = (  # what the occurrences, and every number computed from them, depend on
+    model_choice.spec_key(spec),
+    tuple(s if isinstance(s, str) else tuple(s) for s in sentences),
+    target or None,
+    tuple(labels),
+    None if positions is None else tuple(positions),
+    halves,
+)
 try:
-    occ = occurrences(
-        model_choice.spec_key(spec),
-        tuple(s if isinstance(s, str) else tuple(s) for s in sentences),
-        target or None,
-        tuple(labels),
-        None if positions is None else tuple(positions),
-        halves,
-        bundle.embedder,
-    )
+    occ = occurrences(*key, bundle.embedder)
 except ValueError as e:
     st.error(f"{e}. Check the spelling of the target word, or mark it like `[bank]`.")
     st.stop()
@@ -294,7 +308,7 @@ if occ.n < 2:
 with lab_ui.friendly_errors("The polysemy view"):
     labelled = occ.labelled
     shown_labels = [label if label is not None else "unlabelled" for label in occ.labels]
-    sep = occ.separation()
+    sep = occ.separation(linear=False)  # the classifiers are in the baselines table below
     st.subheader(
         f"“{target or 'marked word'}”: {occ.n} occurrences" + (f", {len(set(shown_labels))} senses" if labelled else "")
     )
@@ -335,7 +349,7 @@ with lab_ui.friendly_errors("The polysemy view"):
     )
 
     if labelled:
-        show_sense_baselines(occ, spec, halves, hover, shown_labels)
+        show_sense_baselines(occ, key, spec, halves, hover, shown_labels)
 
     order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
     ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]
