@@ -9,9 +9,10 @@ For each experiment, from an empty feature cache (a temporary folder):
    and the per-layer ``timing``): extraction, probe fits, control task, MDL, random init (its
    extraction and its fits), further seeds, intervals.
 
-Prints the ratio run / embed. A run with a random-init baseline extracts two models, so its floor
-is 2x. Run it on quiet cores (no training or other benchmark beside it): both timings share the
-machine's state, the ratio is what to compare between machines.
+Prints the ratio run / embed (``--embed-only``: the floors alone). A run with a random-init
+baseline extracts two models, so its floor is 2x. Run it on quiet cores (no training or other
+benchmark beside it): both timings share the machine's state, the ratio is what to compare between
+machines.
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", help="write the measurements here")
     parser.add_argument("--keep", help="keep each run folder here (FOLDER/EXPERIMENT), e.g. to commit it")
+    parser.add_argument(
+        "--embed-only",
+        action="store_true",
+        help="measure the floors only (one embed per experiment), e.g. for runs made together with a shared cache",
+    )
     args = parser.parse_args()
     model = ["--model", args.model] if args.model else []
     rows = []
@@ -93,6 +99,10 @@ def main() -> None:
             embed = command(
                 [*threads, "embed", "--input", str(text), "--output", str(tmp / "e.h5"), "--quiet", *model], env
             )
+            if args.embed_only:
+                rows.append({"experiment": path.stem, "tokens": tokens, "embed_s": round(embed, 1)})
+                print(f"{path.stem}: {tokens} tokens, embed {embed:.1f} s ({args.threads} threads)", flush=True)
+                continue
             data = ["--data-dir", args.data_dir] if args.data_dir else []
             run_dir = Path(args.keep) / path.stem if args.keep else tmp / "run"
             run = command([*threads, "probe", str(path), "--out", str(run_dir), "--quiet", *model, *data], env)
