@@ -145,10 +145,9 @@ class TrainedSpanProbe:
     history: list
 
     @torch.no_grad()
-    def predict_proba(self, X: SpanInputs, batch_size: int = 1024, source: Optional[torch.Tensor] = None) -> np.ndarray:
-        """``source``: ``X.tokens`` standardised already (:func:`standardised`), when the caller has it."""
+    def predict_proba(self, X: SpanInputs, batch_size: int = 1024) -> np.ndarray:
         self.module.eval()
-        source = standardised(X.tokens, self.mean, self.std) if source is None else source
+        source = standardised(X.tokens, self.mean, self.std)
         out = np.zeros((len(X), self.n_classes), dtype=np.float32)
         for idx in length_batches(X, batch_size):
             out[idx] = torch.softmax(self.module(gather_spans(source, _spans(X, idx))), -1).numpy()
