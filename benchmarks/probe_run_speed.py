@@ -38,8 +38,12 @@ def experiment_text(path: Path, data_dir) -> list[list[str]]:
 
     exp = Experiment.load(path)
     files = load_file_dataset(exp) if isinstance(exp.dataset, dict) else None
-    out = []
+    out, seen = [], set()
     for role in ("train", "dev", "test"):
+        split = (getattr(exp, f"{role}_dataset") or exp.dataset, getattr(exp, role)) if files is None else role
+        if split in seen:  # e.g. dev = the training split (wsd_coarse): the run extracts it once
+            continue
+        seen.add(split)
         if files is not None:
             chosen = files.sentences[role]  # a TokenTable is a sequence of word lists already
             words = [list(s) if isinstance(s, list) else s.words for s in chosen]
