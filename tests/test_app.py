@@ -173,6 +173,38 @@ def test_polysemy_builtin_bank():
     assert list(halves["layer"]) == ["L0", "L1", "L1 forward", "L1 backward", "L2", "L2 forward", "L2 backward", "mean"]
 
 
+def test_polysemy_fits_its_classifiers_once_per_example(monkeypatch):
+    """A class on one example shares its cross-validated classifiers (most of the page's CPU), and the
+    main table, which shows none, fits none."""
+    import streamlit as st
+
+    from probing_lab.analysis import geometry
+    from probing_lab.paths import WORD2VEC_DIR
+
+    st.cache_data.clear()  # earlier tests drew these examples already
+    calls = []
+    fit = geometry.linear_cv_accuracy
+    monkeypatch.setattr(geometry, "linear_cv_accuracy", lambda *a, **k: calls.append(1) or fit(*a, **k))
+    lines = [f"I paid {k} coins into the bank . | money" for k in range(3)]
+    typed = "\n".join(lines + [f"We sat on the river bank at {k} . | river" for k in range(2)])
+    # per example: 4 layer rows x (token, bag of context, random-init token), and word2vec's 2 rows
+    # (its layer and mean) x (token, bag of context); the main table would add 4 (one per row)
+    per_example = 3 * 4 + (2 * 2 if WORD2VEC_DIR.is_dir() else 0)
+    counts = []
+    for student in range(2):
+        at = run("polysemy")  # the built-in bank set
+        counts.append(len(calls))
+        at.radio(key="source").set_value("Type your own").run()  # the typed default
+        counts.append(len(calls))
+        at.text_area(key="typed").set_value(typed).run()  # the student's own five sentences
+        counts.append(len(calls))
+        ok(at)
+        if student == 0:
+            first = markdown_table(at, 1)
+    assert counts == [per_example, 2 * per_example] + [3 * per_example] * 4  # the second student fits nothing
+    assert markdown_table(at, 1).equals(first)
+
+
 def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
     from probing_lab.model_loading import shipped_model_dir
 
