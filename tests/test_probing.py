@@ -37,6 +37,24 @@ def test_tree_distances_and_depths_by_hand():
         T.tree_depths([0, 0])
 
 
+def test_tree_distances_and_row_spearman_on_random_trees():
+    """Distances agree with depths and parents on random trees; the per-row Spearman of a whole matrix
+    is scipy's ``spearmanr`` row by row (ties averaged, constant rows NaN)."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 30))
+        order = rng.permutation(n)  # token order apart from tree order
+        parent = {int(order[i]): int(order[rng.integers(0, i)]) for i in range(1, n)}
+        heads = [0 if i == order[0] else parent[i] + 1 for i in range(n)]
+        d = T.tree_distances(heads)
+        assert np.array_equal(d, d.T) and np.array_equal(d[order[0]], T.tree_depths(heads))
+        assert all(d[i, h - 1] == 1 for i, h in enumerate(heads) if h)
+        a, b = rng.normal(size=(n, n)), rng.integers(0, 3, size=(n, n)).astype(float)
+        a[0] = 1.0  # a constant row
+        expected = [T._spearman(a[i], b[i]) for i in range(n)]
+        assert np.allclose(T._row_spearman(a, b), expected, equal_nan=True, atol=1e-12)
+
+
 def test_uuas_spearman_and_root_accuracy_on_exact_predictions():
     d = T.tree_distances(HEADS).astype(float)
     assert T.uuas([d], [HEADS], [PUNCT]) == 1.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -109,10 +110,21 @@ class StructuralProbeConfig:
         return config_from_dict(cls, data, where)
 
 
+def structural_targets(kind: str, splits: dict) -> dict:
+    """Per split, each sentence's gold tree distances (or depths): the same for every layer, so an
+    experiment computes them once."""
+    return {role: [_targets(kind, s) for s in split.sentences] for role, split in splits.items()}
+
+
 def fit_structural_probe(
-    kind: str, splits: dict, key: str, config: StructuralProbeConfig = StructuralProbeConfig()
+    kind: str,
+    splits: dict,
+    key: str,
+    config: StructuralProbeConfig = StructuralProbeConfig(),
+    targets: Optional[dict] = None,
 ) -> dict:
-    """Train on ``splits["train"]``, stop on dev, evaluate on test; ``key`` is a layer or "mix"."""
+    """Train on ``splits["train"]``, stop on dev, evaluate on test; ``key`` is a layer or "mix";
+    ``targets``: :func:`structural_targets` of ``splits`` when the caller has them."""
     rank, lr, epochs, batch_size, patience, seed = (
         config.rank,
         config.lr,
@@ -122,15 +134,16 @@ def fit_structural_probe(
         config.seed,
     )
 
-    def arrays(split):
-        feats, targets = [], []
-        for i, s in enumerate(split.sentences):
+    targets = targets or structural_targets(kind, splits)
+
+    def features(split) -> list:
+        feats = []
+        for i in range(len(split.sentences)):
             f = split.features.sentence(i)  # (layers, n, dim)
             feats.append(np.transpose(f, (1, 0, 2)) if key == "mix" else take_layer(f, key))
-            targets.append(_targets(kind, s))
-        return feats, targets
+        return feats
 
-    data = {role: arrays(split) for role, split in splits.items()}
+    data = {role: (features(split), targets[role]) for role, split in splits.items()}
     dim = data["train"][0][0].shape[-1]
     torch.manual_seed(seed)
     n_layers = data["train"][0][0].shape[1] if key == "mix" else 1

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ..structural import fit_structural_probe
+from ..structural import fit_structural_probe, structural_targets
 
 TASKS = ("structural_distance", "structural_depth")
 
@@ -18,9 +18,10 @@ TASKS = ("structural_distance", "structural_depth")
 def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     kind = "distance" if exp.task == "structural_distance" else "depth"
     results = {}
+    targets = structural_targets(kind, splits)
     for key in exp.layer_keys:
         t0 = time.perf_counter()
-        metrics = fit_structural_probe(kind, splits, key, exp.probe_config())
+        metrics = fit_structural_probe(kind, splits, key, exp.probe_config(), targets)
         metrics["seconds"] = round(time.perf_counter() - t0, 2)
         report.layer_done(f"  layer {key}: score {metrics['score']:.4f} spearman {metrics['spearman']:.3f}")
         results[key] = metrics
