@@ -211,7 +211,8 @@ def test_probes_trained_together_are_the_probes_trained_alone(mix):
 @pytest.mark.parametrize("mix", [False, True])
 def test_stacked_linear_heads_step_as_torch_adamw_with_autograd(mix):
     # the fast path writes the gradient and AdamW out by hand: the same numbers as the modules
-    from probing_lab.probing.probes import StackedLinear, _Probe
+    from probing_lab.probing.heads import StackedLinear
+    from probing_lab.probing.probes import _Probe
 
     X, y = _blobs(n=512, dim=8, k=3)
     if mix:  # three layers: the blobs, their negation scaled, noise
@@ -235,7 +236,7 @@ def test_stacked_linear_heads_step_as_torch_adamw_with_autograd(mix):
             torch.nn.functional.cross_entropy(probe(xs[rows]), ys[rows, h]).backward()
             optimizer.step()
     for h, (probe, _) in enumerate(modules):
-        mine = stacked.module(h, cfg).state_dict()
+        mine = stacked.copy_head_into(h, _Probe(8, 3, cfg, 3 if mix else 1)).state_dict()
         for name, value in probe.state_dict().items():
             assert torch.allclose(mine[name], value, atol=1e-6), name
         assert torch.allclose(stacked.logits(xs)[:, h], probe(xs), atol=1e-5)

@@ -6,13 +6,12 @@
 (the learning rate decays on a plateau). ``X`` is ``(N, dim)``, or ``(N, n_layers, dim)`` with
 ``mix=True``: a scalar mix (``gamma * softmax(w)``) learned with the probe. Features are
 standardised with the training mean and deviation. Row sources (arrays, rows on disk) are in
-:mod:`.rows`; Voita & Titov's online-code MDL is in :mod:`.mdl`.
+:mod:`.rows`; training several probes side by side (and early stopping) in :mod:`.heads`; Voita &
+Titov's online-code MDL in :mod:`.mdl`.
 """
 
 from __future__ import annotations
 
-import copy
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..settings import config_from_dict
+from .heads import ModuleHeads, StackedLinear, train_with_early_stopping
 from .rows import _chunks, _standardise, as_rows
 
 
@@ -122,183 +122,6 @@ class TrainedProbe:
         if self.module.mix_weights is None:
             return None
         return torch.softmax(self.module.mix_weights.detach(), 0).tolist()
-
-
-class ModuleHeads:
-    """Probes as torch modules, each with its own optimizer: ``[(module, optimizer), ...]``. What
-    :func:`train_with_early_stopping` needs of a set of heads: keep and restore a head's best
-    state, decay its learning rate, switch train / eval mode."""
-
-    def __init__(self, pairs: list):
-        self.pairs = pairs
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def train(self, on: bool) -> None:
-        for module, _ in self.pairs:
-            module.train(on)
-
-    def snapshot(self, h: int):
-        return copy.deepcopy(self.pairs[h][0].state_dict())
-
-    def restore(self, h: int, state) -> None:
-        self.pairs[h][0].load_state_dict(state)
-
-    def decay(self, h: int, factor: float) -> None:
-        for group in self.pairs[h][1].param_groups:
-            group["lr"] *= factor
-
-
-class StackedLinear:
-    """Linear softmax probes side by side in one weight matrix ``(dim, heads * n_classes)``: one
-    product gives every head's logits for a minibatch, the cross-entropy gradient is written out
-    (softmax minus one-hot), and AdamW runs on the stacked parameters with a learning rate per
-    head (0 for a head that has stopped), the arithmetic of ``torch.optim.AdamW``. Each head starts
-    from ``nn.Linear(dim, n_classes)`` after ``torch.manual_seed(seed)``, as a probe trained alone
-    does. A minibatch of pos_ewt's L0 with the control task: 1.4 ms as modules with autograd and an
-    optimizer each, 0.65 ms here (profiled: autograd, the optimizer's per-tensor loop and one product
-    per head were most of it).
-
-    With ``n_layers`` (a scalar mix, ``x`` of shape ``(B, n_layers, dim)``) each head also has its
-    mix weights and ``gamma``; since the logits are linear in the mix, each layer's logits are one
-    product for all heads and the heads mix those (``gamma_h * softmax(w_h) . Z[:, h]``), so no
-    mixed copy of the minibatch is formed and the mix's gradient is written out too."""
-
-    def __init__(self, dim: int, n_classes: int, n_heads: int, config: ProbeConfig, n_layers: Optional[int] = None):
-        weights, biases = [], []
-        for _ in range(n_heads):
-            torch.manual_seed(config.seed)
-            layer = nn.Linear(dim, n_classes)
-            weights.append(layer.weight.detach().T)
-            biases.append(layer.bias.detach())
-        self.W = torch.cat(weights, 1).contiguous()  # (dim, H * K)
-        self.b = torch.cat(biases).contiguous()
-        self.mix = torch.zeros(n_heads, n_layers) if n_layers else None  # (H, n_layers), before the softmax
-        self.gamma = torch.ones(n_heads) if n_layers else None
-        self.params = [self.W, self.b] + ([self.mix, self.gamma] if n_layers else [])
-        self.H, self.K, self.config = n_heads, n_classes, config
-        self.lr = torch.full((n_heads,), config.lr)
-        self.moments = [(torch.zeros_like(t), torch.zeros_like(t)) for t in self.params]
-        self.steps = 0
-
-    def __len__(self) -> int:
-        return self.H
-
-    def train(self, on: bool) -> None:
-        pass  # no dropout
-
-    def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
-        """``(H, ...)`` -> ``(..., H * K)``: each head's value on its K logit columns."""
-        return per_head.T.repeat_interleave(self.K, -1) if per_head.dim() > 1 else per_head.repeat_interleave(self.K)
-
-    def _layer_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """``(B, H * K)`` logits without the bias, and (mix only) each layer's ``(n_layers, B, H * K)``."""
-        if self.mix is None:
-            return x @ self.W, None
-        Z = torch.matmul(x.transpose(0, 1), self.W)  # (n_layers, B, H * K)
-        coef = self.gamma[:, None] * torch.softmax(self.mix, -1)  # (H, n_layers)
-        return (Z * self._per_column(coef)[:, None]).sum(0), Z
-
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return (self._layer_logits(x)[0] + self.b).view(len(x), self.H, self.K)
-
-    def step(self, xb: torch.Tensor, yb: torch.Tensor, active: list[int]) -> None:
-        """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        mixed, Z = self._layer_logits(xb)
-        p = torch.softmax((mixed + self.b).view(len(xb), self.H, self.K), -1)
-        p.view(-1, self.K)[torch.arange(p.shape[0] * self.H), yb.reshape(-1)] -= 1.0
-        g = (p / len(xb)).view(len(xb), -1)  # d(mean cross-entropy) / d(logits), per head
-        if Z is None:
-            grads = [xb.T @ g, g.sum(0)]
-        else:
-            weights = torch.softmax(self.mix, -1)  # (H, n_layers)
-            coef = self._per_column(self.gamma[:, None] * weights)  # (n_layers, H * K)
-            dW = torch.matmul(xb.permute(1, 2, 0), g[None] * coef[:, None]).sum(0)
-            dcoef = (g[None] * Z).sum(1).view(-1, self.H, self.K).sum(-1).T  # (H, n_layers)
-            dweights = dcoef * self.gamma[:, None]
-            dmix = weights * (dweights - (dweights * weights).sum(-1, keepdim=True))  # through the softmax
-            grads = [dW, g.sum(0), dmix, (dcoef * weights).sum(-1)]
-        lr = torch.zeros(self.H)
-        lr[active] = self.lr[active]
-        rates = [self._per_column(lr), self._per_column(lr), lr[:, None], lr]  # 0 for a stopped head
-        self.steps += 1
-        beta1, beta2, eps, wd = 0.9, 0.999, 1e-8, self.config.weight_decay
-        correction1, correction2 = 1 - beta1**self.steps, math.sqrt(1 - beta2**self.steps)
-        for param, grad, (avg, avg_sq), rate in zip(self.params, grads, self.moments, rates):
-            param.mul_(1 - rate * wd)
-            avg.lerp_(grad, 1 - beta1)
-            avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
-
-    def snapshot(self, h: int):
-        cols = slice(h * self.K, (h + 1) * self.K)
-        return [self.W[:, cols].clone(), self.b[cols].clone()] + (
-            [] if self.mix is None else [self.mix[h].clone(), self.gamma[h].clone()]
-        )
-
-    def restore(self, h: int, state) -> None:
-        cols = slice(h * self.K, (h + 1) * self.K)
-        self.W[:, cols], self.b[cols] = state[:2]
-        if self.mix is not None:
-            self.mix[h], self.gamma[h] = state[2:]
-
-    def decay(self, h: int, factor: float) -> None:
-        self.lr[h] *= factor
-
-    def module(self, h: int, config: ProbeConfig) -> "_Probe":
-        """Head ``h`` as the probe module :class:`TrainedProbe` predicts with."""
-        n_layers = 1 if self.mix is None else self.mix.shape[1]
-        module = _Probe(self.W.shape[0], self.K, config, n_layers)
-        cols = slice(h * self.K, (h + 1) * self.K)
-        with torch.no_grad():
-            module.net.weight.copy_(self.W[:, cols].T)
-            module.net.bias.copy_(self.b[cols])
-            if self.mix is not None:
-                module.mix_weights.copy_(self.mix[h])
-                module.gamma.copy_(self.gamma[h])
-        return module.eval()
-
-
-def train_with_early_stopping(heads, run_epoch, dev_accuracies, config: ProbeConfig) -> list[tuple]:
-    """Train several probes side by side (``heads``: :class:`ModuleHeads` or :class:`StackedLinear`).
-    Up to ``config.epochs`` calls of ``run_epoch(active)`` (the indices of the heads still
-    training); after each, ``dev_accuracies(active)`` (in eval mode, without gradients) gives their
-    dev scores. A head stops after ``patience`` epochs without a better dev score; each such epoch
-    multiplies its AdamW learning rate by ``lr_decay`` (a plateau: smaller steps settle into the
-    optimum). Each head decides alone, so a head trains exactly as it would without the others.
-    Leaves every head at its best epoch; returns per head (best dev accuracy, epochs run, history)."""
-    n = len(heads)
-    best, best_state, bad = [-1.0] * n, [None] * n, [0] * n
-    epochs_run, history = [0] * n, [[] for _ in range(n)]
-    active = list(range(n))
-    for epoch in range(1, config.epochs + 1):
-        for h in active:
-            epochs_run[h] = epoch  # the epoch that stopped it, or the last one
-        heads.train(True)
-        run_epoch(active)
-        heads.train(False)
-        with torch.no_grad():
-            scores = dev_accuracies(active)
-        still = []
-        for h, acc in zip(active, scores):
-            history[h].append(acc)
-            if acc > best[h] + 1e-5:
-                best[h], best_state[h], bad[h] = acc, heads.snapshot(h), 0
-                still.append(h)
-                continue
-            bad[h] += 1
-            if bad[h] >= config.patience:
-                continue
-            still.append(h)
-            if config.optimizer == "adamw":
-                heads.decay(h, config.lr_decay)
-        active = still
-        if not active:
-            break
-    for h, state in enumerate(best_state):
-        heads.restore(h, state)
-    return list(zip(best, epochs_run, history))
 
 
 def fit_probe(X, y, X_dev, y_dev, n_classes: int, config: ProbeConfig = ProbeConfig()) -> TrainedProbe:
@@ -414,7 +237,12 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
         return (right / len(Yd)).tolist()
 
     results = train_with_early_stopping(heads, run_epoch, dev_accuracies, config)
-    modules = [heads.module(h, config) if stacked else heads.pairs[h][0] for h in range(len(ys))]
+    modules = [
+        heads.copy_head_into(h, _Probe(X.shape[-1], n_classes, config, X.shape[1] if config.mix else 1))
+        if stacked
+        else heads.pairs[h][0]
+        for h in range(len(ys))
+    ]
     return [
         TrainedProbe(module, mean, std, n_classes, epochs_run, best, history)
         for module, (best, epochs_run, history) in zip(modules, results)

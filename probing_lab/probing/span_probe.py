@@ -10,7 +10,7 @@ the tokens are ``(n_layers, dim)`` and a scalar mix of the layers is learned wit
 :class:`SpanInputs` for ``X``, so the shared runner code (control task, online-code MDL) takes it.
 Training is AdamW on minibatches of spans of similar length (:func:`length_batches`: little padding)
 with early stopping on dev accuracy
-(``probes.train_with_early_stopping``); ``optimizer = "lbfgs"`` is refused (the attention pool is
+(``heads.train_with_early_stopping``); ``optimizer = "lbfgs"`` is refused (the attention pool is
 not a convex problem). Token features are standardised once with the training tokens' mean and
 deviation (one float32 copy of the token matrix). ``fit_span_probes`` trains the probes of several
 label sets (a task and its control task) on the same minibatches, gathered once.
@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .probes import ModuleHeads, ProbeConfig, classifier, train_with_early_stopping
+from .heads import ModuleHeads, train_with_early_stopping
+from .probes import ProbeConfig, classifier
 
 
 @dataclass
