@@ -103,11 +103,11 @@ with lab_ui.friendly_errors("The transfer view"):
     )
 
     st.subheader("Relative error reduction: ELMo scalar mix over static embedding")
-    rows = [row for run in selected for row in report.error_reduction_rows(run)]
+    per_run = [(run, report.error_reduction_rows(run)) for run in selected]
+    rows = [row for _, mine in per_run for row in mine]
     if rows:
         st.dataframe(rows, hide_index=True)
-        for run in selected:  # the claim checked per task, from these numbers
-            mine = report.error_reduction_rows(run)
+        for run, mine in per_run:  # the claim checked per task, from these numbers
             if (
                 len(mine) < 2
                 or mine[0]["relative error reduction"] is None
