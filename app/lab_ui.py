@@ -189,6 +189,16 @@ def projection_time_note(n_points: int, n_maps: int) -> str:
     )
 
 
+@st.cache_resource(show_spinner=False, max_entries=96)
+def shared_figure(name: str, key, _build):
+    """The figure ``_build()`` makes, built once per ``(name, key)`` and shared by every session and run.
+    ``key`` must name everything the figure depends on. Plotly spends 10-40 ms validating each new
+    figure (its template alone about 9 ms), on every run of a page; ``st.plotly_chart`` only reads a
+    Figure (``to_dict``), so one object serves every student on the same example. Never change the
+    returned figure: other sessions show it."""
+    return _build()
+
+
 @st.cache_resource(show_spinner=False)
 def warm_imports_in_background() -> threading.Thread:
     """Import scikit-learn (about a second) in a background thread, once per process. The Tour calls it

@@ -205,6 +205,36 @@ def test_polysemy_fits_its_classifiers_once_per_example(monkeypatch):
     assert markdown_table(at, 1).equals(first)
 
 
+def test_polysemy_builds_each_figure_once_per_example(monkeypatch):
+    """The maps and heatmaps of one example are built once and shared (a second student rebuilds
+    none); another example, or another projection, gets its own figure."""
+    import figures
+    import streamlit as st
+
+    st.cache_resource.clear()
+    built = []
+    for name in ("projection_grid", "cosine_heatmaps"):
+        make = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda *a, _f=make, _n=name, **k: built.append(_n) or _f(*a, **k))
+    lines = [f"I paid {k} coins into the bank . | money" for k in range(3)] + ["The river bank . | river"] * 2
+    typed = "\n".join(lines)
+    counts, specs = [], []
+    for _ in range(2):  # two students
+        at = run("polysemy")
+        at.radio(key="source").set_value("Type your own").run()
+        at.text_area(key="typed").set_value(typed).run()
+        ok(at)
+        counts.append(len(built))
+        specs.append([chart.proto.spec for chart in charts(at)])
+    per_example = 3  # the map, the supervised view, the heatmaps
+    assert counts == [3 * per_example, 3 * per_example]  # bank set, typed default, own text; then none
+    assert specs[0] == specs[1]
+    assert "coins" in specs[1][0]  # the own text's map, not the default's
+    at.radio(key="poly_method").set_value("t-SNE").run()
+    ok(at)
+    assert built[3 * per_example :] == ["projection_grid"]  # only the map changes with the projection
+
+
 def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
     from probing_lab.model_loading import shipped_model_dir
 

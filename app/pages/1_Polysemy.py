@@ -209,8 +209,10 @@ def show_sense_baselines(occ, key, spec, halves: bool, hover, shown_labels) -> N
         if any(v is None for v in views.values()):
             st.info("Each sense needs at least two occurrences for a cross-validated view.")
             return
-        st.plotly_chart(
-            figures.projection_grid(
+        figure = lab_ui.shared_figure(
+            "poly_supervised",
+            key,
+            lambda: figures.projection_grid(
                 views,
                 shown_labels,
                 hover,
@@ -218,8 +220,8 @@ def show_sense_baselines(occ, key, spec, halves: bool, hover, shown_labels) -> N
                 "out-of-fold",
                 notes={k: f"CV accuracy {lab_ui.fmt(table[k]['token_linear'])}" for k in occ.keys},
             ),
-            key="poly_supervised",
         )
+        st.plotly_chart(figure, key="poly_supervised")
         st.caption(
             "x: the score of a linear sense classifier fitted on the *other* folds (never on the point itself); "
             "y: the first principal component. With 1,024 dimensions and a few dozen points, a classifier fitted "
@@ -344,19 +346,23 @@ with lab_ui.friendly_errors("The polysemy view"):
         method = "pca"
         points = {k: lab_ui.projection(occ.vectors[k], "pca") for k in occ.keys}
     hover = [occ.context(i, ("<b>", "</b>"), window=8) for i in range(occ.n)]
-    st.plotly_chart(
-        figures.projection_grid(points, shown_labels, hover, f"“{target}” per layer", method), key="poly_scatter"
+    figure = lab_ui.shared_figure(
+        "poly_scatter",
+        (key, method),
+        lambda: figures.projection_grid(points, shown_labels, hover, f"“{target}” per layer", method),
     )
+    st.plotly_chart(figure, key="poly_scatter")
 
     if labelled:
         show_sense_baselines(occ, key, spec, halves, hover, shown_labels)
 
-    order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
-    ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]
-    matrices = {k: cosine_matrix(occ.vectors[k][order]) for k in occ.keys}
-    st.plotly_chart(
-        figures.cosine_heatmaps(matrices, ticks, "cosine between occurrences (sorted by sense)"), key="poly_heatmap"
-    )
+    def heatmaps():
+        order = sorted(range(occ.n), key=lambda i: (shown_labels[i], i))
+        ticks = [f"#{i + 1} {shown_labels[i]}: {occ.context(i, window=4)}" for i in order]
+        matrices = {k: cosine_matrix(occ.vectors[k][order]) for k in occ.keys}
+        return figures.cosine_heatmaps(matrices, ticks, "cosine between occurrences (sorted by sense)")
+
+    st.plotly_chart(lab_ui.shared_figure("poly_heatmap", key, heatmaps), key="poly_heatmap")
 
     st.markdown(
         """
