@@ -350,3 +350,17 @@ def test_no_path_field_reads_outside_the_allowed_roots(page, steps, field, tmp_p
     for outside in ("/etc/passwd", str(allowed / "inside" / ".." / ".." / ".."), str(allowed / "escape" / "passwd")):
         at.text_input(key=field).input(outside).run()
         assert "outside the folders this server allows" in texts(ok(at).error), (page, field, outside)
+
+
+def test_the_server_freezes_what_lasts_so_its_collections_stay_cheap():
+    """Streamlit collects garbage after every script run; the server moves the objects alive after its
+    start (modules, model) out of the collector's sight, so a collection walks only what runs made."""
+    import gc
+
+    import serve
+
+    serve.freeze_what_lasts()
+    try:
+        assert len(gc.get_objects()) < gc.get_freeze_count()  # what the next collection walks
+    finally:
+        gc.unfreeze()
