@@ -123,3 +123,16 @@ def test_char_cnn_in_chunks_gives_the_same_vectors(model, monkeypatch):
     monkeypatch.setattr(Embedder, "CNN_CHUNK", 3)  # many chunks of 3 words
     for a, b in zip(whole, Embedder(model).embed(sentences)):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_one_embedder_serves_several_threads(model):
+    """The app's sessions share one Embedder: threads embedding at once get what each gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    elmo = Embedder(model)
+    texts = [[f"word{i}", "by", "the", "river", "bank", "."][: 2 + i % 5] for i in range(16)]
+    alone = [elmo.embed([t])[0] for t in texts]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda t: elmo.embed([t])[0], texts))
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)

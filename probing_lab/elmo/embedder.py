@@ -10,10 +10,15 @@
 Stateless by default: every batch starts from a zero LSTM state, so a sentence gets the same
 vectors whatever it is batched with. ``stateful=True`` carries the final state of each batch
 row into the next call, as AllenNLP's ``Elmo`` and bilm-tf do (for parity with the original).
+
+One Embedder may serve several threads (the app's sessions): it runs one forward pass at a time, as
+torch already spreads one pass over the cores (10 threads embedding five sentences each: 0.24-0.29 s
+of CPU at once, 0.18-0.19 s one after the other), and stateful mode needs the order anyway.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -46,6 +51,7 @@ class Embedder:
         self._state: Optional[LstmState] = None
         self._type_index: dict[str, int] = {}
         self._type_vectors: Optional[torch.Tensor] = None
+        self._lock = threading.Lock()  # one forward pass at a time (see the module's docstring)
 
     # --- construction ---------------------------------------------------------------
     @classmethod
@@ -142,10 +148,10 @@ class Embedder:
     def run_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> BiLMOutput:
         """One forward pass over one batch, tensors out (``layers[k] (batch, T, dim)``)."""
         check_sentences(sentences)
-        with torch.inference_mode():
+        with self._lock, torch.inference_mode():
             vectors, mask = self._token_vectors(sentences)
             out = self.model.from_token_vectors(vectors, mask, state=self._take_state(len(sentences)), fused=self.fused)
-        self._keep_state(out.state)
+            self._keep_state(out.state)
         return out if keep_boundaries else out.without_boundaries()
 
     def embed_batch(self, sentences: Sequence[Sequence[str]], keep_boundaries: bool = False) -> list[np.ndarray]:
