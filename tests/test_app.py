@@ -144,7 +144,7 @@ def test_polysemy_builtin_bank():
     assert l0["self-similarity"] == "1.000" and l0["silhouette (cosine)"] in ("0.000", "-0.000")
     assert l0["1-NN sense accuracy (LOO)"] == l0["chance"]
     assert table.iloc[2]["self-similarity"] != "1.000"
-    assert len(charts(at)) == 3 and "16 occurrences, 2 senses" in texts(at.subheader)
+    assert len(charts(at)) == 2 and "16 occurrences, 2 senses" in texts(at.subheader)  # maps, heatmaps
     assert "Why L0 collapses" in texts(at.markdown)
     # the sense baselines: the word's own vector against the bag of context and a random-init model
     baselines = markdown_table(at, 1).set_index("layer")
@@ -165,6 +165,8 @@ def test_polysemy_builtin_bank():
     chance = w2v["chance (1-NN) / majority"].split(" / ")[0]
     assert w2v["1-NN: token"] == chance and w2v["1-NN: bag of context"] != chance
     assert w2v["1-NN: random-init token"] == "n/a"
+    at.toggle(key="poly_supervised_on").set_value(True).run()  # the supervised view, drawn when asked
+    assert len(charts(ok(at))) == 3
     assert "out-of-fold per layer" in str(charts(at)[1].proto.spec) and "CV accuracy" in str(charts(at)[1].proto.spec)
     at.radio(key="poly_method").set_value("t-SNE").run()
     assert len(charts(ok(at))) == 3 and "TSNE per layer" in str(charts(at)[0].proto.spec)
@@ -226,13 +228,15 @@ def test_polysemy_builds_each_figure_once_per_example(monkeypatch):
         ok(at)
         counts.append(len(built))
         specs.append([chart.proto.spec for chart in charts(at)])
-    per_example = 3  # the map, the supervised view, the heatmaps
+    per_example = 2  # the map and the heatmaps (the supervised view is drawn when asked)
     assert counts == [3 * per_example, 3 * per_example]  # bank set, typed default, own text; then none
     assert specs[0] == specs[1]
     assert "coins" in specs[1][0]  # the own text's map, not the default's
     at.radio(key="poly_method").set_value("t-SNE").run()
     ok(at)
     assert built[3 * per_example :] == ["projection_grid"]  # only the map changes with the projection
+    at.toggle(key="poly_supervised_on").set_value(True).run()
+    assert len(charts(ok(at))) == 3 and built[3 * per_example + 1 :] == ["projection_grid"]
 
 
 def test_polysemy_shipped_model_separates_the_bank_senses_above_l0(monkeypatch):
@@ -260,7 +264,7 @@ def test_polysemy_typed_sentences_with_a_missing_target():
     ok(at)
     assert "1 sentence(s) do not contain “bank”" in texts(at.warning) and "line 2" in texts(at.warning)
     assert "4 occurrences, 2 senses" in texts(at.subheader)
-    assert len(charts(at)) == 3
+    assert len(charts(at)) == 2
 
 
 def test_polysemy_bad_input_gives_messages():
@@ -294,7 +298,7 @@ def test_polysemy_coarsewsd_preset():
     at.slider(key="per_sense").set_value(4).run()
     ok(at)
     assert "CoarseWSD-20 `bass` train split" in texts(at.caption)
-    assert "senses" in texts(at.subheader) and len(charts(at)) == 3
+    assert "senses" in texts(at.subheader) and len(charts(at)) == 2
 
 
 # --- Layer clustering -------------------------------------------------------------------------

@@ -204,29 +204,34 @@ def show_sense_baselines(occ, key, spec, halves: bool, hover, shown_labels) -> N
         "on). A sense measure means something where the token beats its L0 row, the random-init model and, "
         "ideally, the bag of context."
     )
-    with st.expander("Supervised view: is sense *linearly* there, even where it is not the main axis?"):
-        views = supervised_views(key, occ, tuple(shown_labels))
-        if any(v is None for v in views.values()):
-            st.info("Each sense needs at least two occurrences for a cross-validated view.")
-            return
-        figure = lab_ui.shared_figure(
-            "poly_supervised",
-            key,
-            lambda: figures.projection_grid(
-                views,
-                shown_labels,
-                hover,
-                f"“{occ.sentences[0][occ.positions[0]]}”: sense classifier scores",
-                "out-of-fold",
-                notes={k: f"CV accuracy {lab_ui.fmt(table[k]['token_linear'])}" for k in occ.keys},
-            ),
-        )
-        st.plotly_chart(figure, key="poly_supervised")
-        st.caption(
-            "x: the score of a linear sense classifier fitted on the *other* folds (never on the point itself); "
-            "y: the first principal component. With 1,024 dimensions and a few dozen points, a classifier fitted "
-            "on all of them would separate any labels; out-of-fold scores separate only what generalises."
-        )
+    if not st.toggle(
+        "Supervised view: is sense *linearly* there, even where it is not the main axis?",
+        key="poly_supervised_on",
+        help="Fits a cross-validated sense classifier per layer: drawn when asked, like an expander opened.",
+    ):
+        return
+    views = supervised_views(key, occ, tuple(shown_labels))
+    if any(v is None for v in views.values()):
+        st.info("Each sense needs at least two occurrences for a cross-validated view.")
+        return
+    figure = lab_ui.shared_figure(
+        "poly_supervised",
+        key,
+        lambda: figures.projection_grid(
+            views,
+            shown_labels,
+            hover,
+            f"“{occ.sentences[0][occ.positions[0]]}”: sense classifier scores",
+            "out-of-fold",
+            notes={k: f"CV accuracy {lab_ui.fmt(table[k]['token_linear'])}" for k in occ.keys},
+        ),
+    )
+    st.plotly_chart(figure, key="poly_supervised")
+    st.caption(
+        "x: the score of a linear sense classifier fitted on the *other* folds (never on the point itself); "
+        "y: the first principal component. With 1,024 dimensions and a few dozen points, a classifier fitted "
+        "on all of them would separate any labels; out-of-fold scores separate only what generalises."
+    )
 
 
 source = st.radio("Sentences", ["Preset", "Type your own", "A wic file"], horizontal=True, key="source")
