@@ -48,9 +48,6 @@ def preload() -> None:
         embed_activations(bundle.embedder, [["The", "bank", "."]])
     except Exception:  # noqa: BLE001, S110
         pass
-    import sklearn.linear_model  # noqa: F401
-    import sklearn.model_selection  # noqa: F401
-
     freeze_what_lasts()
 
 
@@ -67,6 +64,13 @@ def freeze_what_lasts() -> None:
 
 
 if __name__ == "__main__":
+    # pandas and scikit-learn before the server takes requests (about a second): imported in a thread
+    # while a page imports them too, Python can hand the page a half-initialised module (seen: the
+    # Polysemy page's "partially initialized module 'pandas' has no attribute 'Series'").
+    import pandas  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    import sklearn.model_selection  # noqa: F401
+
     threading.Thread(target=preload, name="preload", daemon=True).start()
     from streamlit.web.cli import main
 

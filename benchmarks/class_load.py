@@ -7,7 +7,7 @@ For each N: a fresh ``probing-lab app`` server (its Streamlit command), then N C
 it is drawn, then (2) each type their own text (Sentence explorer: two sentences; Polysemy: "Type your own",
 five labelled "bank" sentences) and wait until it is drawn. Reported per N: the server's CPU seconds per student (its
 process's user + system time over the whole test, divided by N: what the class costs the server),
-p50 / p95 seconds per step, sessions with an error (an exception box, or a timeout), and the
+p50 / p95 seconds per step, sessions with an error (an exception or error box, or a timeout), and the
 server's peak memory (VmHWM) against a server that has served one student.
 
 Needs Playwright's Python package and Debian's Chromium (``apt-get install -y chromium``). The
@@ -94,6 +94,8 @@ async def student(browser, url: str, label: str, i: int, timeout_ms: int) -> dic
         out["type"] = time.perf_counter() - t
         if await page.locator('[data-testid="stException"]').count():
             out["error"] = "exception shown"
+        elif await (box := page.locator('[data-testid="stAlertContentError"]')).count():  # the page's own error
+            out["error"] = "error shown: " + (await box.first.inner_text())[:200]
     except Exception as e:  # noqa: BLE001 - a timeout or a crash counts as this student's error
         out["error"] = f"{type(e).__name__}: {str(e)[:200]}"
     finally:
