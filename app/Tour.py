@@ -137,5 +137,3 @@ with lab_ui.friendly_errors("The model card"):
             st.json(bundle.card, expanded=False)
     else:
         st.info("This model has no model card (random-init models and released ELMo weights come without one).")
-
-lab_ui.warm_imports_in_background()  # after the draw: what the next pages need

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -197,20 +196,6 @@ def shared_figure(name: str, key, _build):
     Figure (``to_dict``), so one object serves every student on the same example. Never change the
     returned figure: other sessions show it."""
     return _build()
-
-
-@st.cache_resource(show_spinner=False)
-def warm_imports_in_background() -> threading.Thread:
-    """Import scikit-learn (about a second) in a background thread, once per process. The Tour calls it
-    after its draw, so that the Polysemy and Probes pages do not pay the import on their first draw."""
-
-    def imports() -> None:
-        import sklearn.linear_model  # noqa: F401
-        import sklearn.model_selection  # noqa: F401
-
-    thread = threading.Thread(target=imports, name="import-warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 def projection(X, method: str, seed: int = 0):
