@@ -307,7 +307,7 @@ def test_polysemy_on_a_wic_file_by_path_and_by_upload(tmp_path):
     assert "16 occurrences, 2 senses" in texts(at.subheader)
     frame = markdown_table(at)
     assert list(frame["layer"]) == ["L0", "L1", "L2", "mean"] and frame.iloc[0]["self-similarity"] == "1.000"
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 2  # maps and heatmaps; the supervised view when its toggle is on
     assert "senses.tsv: 18 line(s), 2 word(s)" in texts(at.caption)
     at.slider(key="wic_per_sense").set_value(3).run()
     assert "6 occurrences, 2 senses" in texts(ok(at).subheader)
