@@ -352,11 +352,12 @@ def test_no_path_field_reads_outside_the_allowed_roots(page, steps, field, tmp_p
         assert "outside the folders this server allows" in texts(ok(at).error), (page, field, outside)
 
 
-def test_the_server_freezes_what_lasts_so_its_collections_stay_cheap():
+def test_the_server_freezes_what_lasts_so_its_collections_stay_cheap(monkeypatch):
     """Streamlit collects garbage after every script run; the server moves the objects alive after its
     start (modules, model) out of the collector's sight, so a collection walks only what runs made."""
     import gc
 
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)  # importing serve sets it: not for later tests
     import serve
 
     serve.freeze_what_lasts()
