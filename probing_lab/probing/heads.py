@@ -41,6 +41,19 @@ class ModuleHeads:
             group["lr"] *= factor
 
 
+def adamw_update(params: list, grads: list, moments: list, rates: list, step: int, weight_decay: float) -> None:
+    """One AdamW step in place, the arithmetic of ``torch.optim.AdamW`` (defaults betas and eps),
+    with a learning rate per tensor that broadcasts to it (``rates``: 0 where a head has stopped);
+    ``moments``: per tensor its two running averages, ``step``: counted from 1."""
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    correction1, correction2 = 1 - beta1**step, math.sqrt(1 - beta2**step)
+    for param, grad, (avg, avg_sq), rate in zip(params, grads, moments, rates):
+        param.mul_(1 - rate * weight_decay)
+        avg.lerp_(grad, 1 - beta1)
+        avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
+
+
 class StackedLinear:
     """Linear softmax probes side by side in one weight matrix ``(dim, heads * n_classes)``: one
     product gives every head's logits for a minibatch, the cross-entropy gradient is written out
@@ -114,13 +127,7 @@ class StackedLinear:
         lr[active] = self.lr[active]
         rates = [self._per_column(lr), self._per_column(lr), lr[:, None], lr]  # 0 for a stopped head
         self.steps += 1
-        beta1, beta2, eps, wd = 0.9, 0.999, 1e-8, self.config.weight_decay
-        correction1, correction2 = 1 - beta1**self.steps, math.sqrt(1 - beta2**self.steps)
-        for param, grad, (avg, avg_sq), rate in zip(self.params, grads, self.moments, rates):
-            param.mul_(1 - rate * wd)
-            avg.lerp_(grad, 1 - beta1)
-            avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
+        adamw_update(self.params, grads, self.moments, rates, self.steps, self.config.weight_decay)
 
     def snapshot(self, h: int):
         cols = slice(h * self.K, (h + 1) * self.K)
