@@ -9,12 +9,11 @@ the tokens are ``(n_layers, dim)`` and a scalar mix of the layers is learned wit
 ``fit_span_probe(X, y, X_dev, y_dev, n_classes, config)`` has the signature of ``fit_probe``, with
 :class:`SpanInputs` for ``X``, so the shared runner code (control task, online-code MDL) takes it.
 Training is AdamW on minibatches of spans of similar length (:func:`length_batches`: little padding)
-with early stopping on dev accuracy
-(``heads.train_with_early_stopping``); ``optimizer = "lbfgs"`` is refused (the attention pool is
-not a convex problem). A linear probe (the edge-probing default) trains as :class:`StackedSpanLinear`
-(gradient written out, no autograd: 1.5-1.7x faster a minibatch on constituents, 3.8x on one-token
-spans); an MLP or rank probe as torch modules. Token features are standardised once with the training tokens' mean and
-deviation (one float32 copy of the token matrix). ``fit_span_probes`` trains the probes of several
+with early stopping on dev accuracy (``heads.train_with_early_stopping``); ``optimizer = "lbfgs"`` is
+refused (the attention pool is not a convex problem). A linear probe (the edge-probing default) trains
+as :class:`StackedSpanLinear` (gradient and AdamW written out, no autograd); an MLP or rank probe as
+torch modules. Token features are standardised once with the training tokens' mean and deviation
+(one float32 copy of the token matrix). ``fit_span_probes`` trains the probes of several
 label sets (a task and its control task) on the same minibatches, gathered once.
 """
 

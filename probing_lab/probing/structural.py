@@ -80,6 +80,11 @@ def _pad(features: list[np.ndarray], targets: list[np.ndarray], kind: str):
     return x, y, lengths
 
 
+def _pad_items(data: tuple, idx, kind: str):
+    """:func:`_pad` of the sentences ``idx`` of ``data`` (features, targets)."""
+    return _pad([data[0][i] for i in idx], [data[1][i] for i in idx], kind)
+
+
 def _loss(pred, y, lengths, kind):
     n = y.shape[1]
     valid = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
@@ -152,17 +157,18 @@ def fit_structural_probe(
     rng = np.random.default_rng(seed)
     best, best_state, bad = float("inf"), None, 0
     by_length = np.argsort([len(t) for t in data["train"][1]], kind="stable")
-    batches = list(_batches(by_length, batch_size))  # similar lengths together: little padding
+    # similar lengths together (little padding); padded once for every epoch
+    batches = [_pad_items(data["train"], idx, kind) for idx in _batches(by_length, batch_size)]
+    dev_batches = [_pad_items(data["dev"], idx, kind) for idx in _batches(np.arange(len(data["dev"][0])), batch_size)]
     for _ in range(epochs):
         probe.train()
         for b in rng.permutation(len(batches)):
-            idx = batches[b]
-            x, y, lengths = _pad([data["train"][0][i] for i in idx], [data["train"][1][i] for i in idx], kind)
+            x, y, lengths = batches[b]
             loss = _loss(probe(x, kind), y, lengths, kind)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        dev_loss = _evaluate_loss(probe, data["dev"], kind, batch_size)
+        dev_loss = _evaluate_loss(probe, dev_batches, kind)
         if dev_loss < best - 1e-4:
             best, best_state, bad = dev_loss, copy.deepcopy(probe.state_dict()), 0
         else:
@@ -194,13 +200,13 @@ def fit_structural_probe(
 
 
 @torch.no_grad()
-def _evaluate_loss(probe, data, kind, batch_size) -> float:
+def _evaluate_loss(probe, batches: list, kind) -> float:
+    """The mean per-sentence loss over padded batches (``_pad_items``)."""
     probe.eval()
     total, count = 0.0, 0
-    for idx in _batches(np.arange(len(data[0])), batch_size):
-        x, y, lengths = _pad([data[0][i] for i in idx], [data[1][i] for i in idx], kind)
-        total += float(_loss(probe(x, kind), y, lengths, kind)) * len(idx)
-        count += len(idx)
+    for x, y, lengths in batches:
+        total += float(_loss(probe(x, kind), y, lengths, kind)) * len(lengths)
+        count += len(lengths)
     return total / max(count, 1)
 
 
