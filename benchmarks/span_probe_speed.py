@@ -71,8 +71,7 @@ def main() -> None:
     stacked = StackedSpanLinear(probes(), config)
     modules = probes()
     optimizers = [
-        torch.optim.AdamW(m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True)
-        for m in modules
+        torch.optim.AdamW(m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True) for m in modules
     ]
     mean, std = _token_statistics(X)
     source = standardised(X.tokens, mean, std)
