@@ -35,6 +35,31 @@ def test_tree_distances_and_depths_by_hand():
     assert T.tree_depths(HEADS).tolist() == [2, 1, 0, 2, 2, 1, 1]
     with pytest.raises(ValueError, match="one root"):
         T.tree_depths([0, 0])
+    for not_a_tree in ([0, 0], [2, 1], [2, 3, 1], [0, 5], [0, -1], [2, 0, 3]):  # two roots, cycles, bad heads
+        with pytest.raises(ValueError, match="do not form one tree"):
+            T.tree_distances(not_a_tree)
+
+
+def _bfs_distances(heads) -> np.ndarray:
+    """Path lengths by breadth-first search from every token over the undirected tree edges."""
+    n = len(heads)
+    neighbours = [[] for _ in range(n)]
+    for i, h in enumerate(heads):
+        if h:
+            neighbours[i].append(h - 1)
+            neighbours[h - 1].append(i)
+    out = np.full((n, n), -1)
+    for start in range(n):
+        out[start, start], frontier = 0, [start]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for v in neighbours[u]:
+                    if out[start, v] < 0:
+                        out[start, v] = out[start, u] + 1
+                        nxt.append(v)
+            frontier = nxt
+    return out
 
 
 def test_tree_distances_and_row_spearman_on_random_trees():
@@ -47,6 +72,7 @@ def test_tree_distances_and_row_spearman_on_random_trees():
         parent = {int(order[i]): int(order[rng.integers(0, i)]) for i in range(1, n)}
         heads = [0 if i == order[0] else parent[i] + 1 for i in range(n)]
         d = T.tree_distances(heads)
+        assert np.array_equal(d, _bfs_distances(heads))
         assert np.array_equal(d, d.T) and np.array_equal(d[order[0]], T.tree_depths(heads))
         assert all(d[i, h - 1] == 1 for i, h in enumerate(heads) if h)
         a, b = rng.normal(size=(n, n)), rng.integers(0, 3, size=(n, n)).astype(float)

@@ -176,18 +176,28 @@ def accuracy(predicted: Sequence, gold: Sequence) -> float:
 
 
 def tree_distances(heads: Sequence[int]) -> np.ndarray:
-    """``heads[i]`` = 1-based head of token i+1 (0 = root) -> ``(n, n)`` path lengths (breadth-first
-    search from every token, in scipy's C code: the Python loop was 6 s per pass over EWT's train)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import shortest_path
-
+    """``heads[i]`` = 1-based head of token i+1 (0 = root) -> ``(n, n)`` path lengths. The path
+    between two tokens climbs to their lowest common ancestor, so with ``A[i, j] = 1`` when ``j`` is
+    ``i`` or one of its ancestors, ``d(i, j) = |anc(i)| + |anc(j)| - 2 |anc(i) & anc(j)|``: one walk
+    up the tree and one small product per sentence (scipy's breadth-first search from every token
+    cost ~0.2 ms a sentence, a few seconds per pass over EWT)."""
     n = len(heads)
-    child = [i for i, h in enumerate(heads) if h]
-    edges = coo_matrix((np.ones(len(child)), (child, [heads[i] - 1 for i in child])), shape=(n, n)).tocsr()
-    dist = shortest_path(edges, method="D", directed=False, unweighted=True)
-    if np.isinf(dist).any():
+    parent = np.asarray(heads, dtype=np.int64).reshape(n) - 1  # -1: the root
+    if n and ((parent == -1).sum() != 1 or parent.min() < -1 or parent.max() >= n):
         raise ValueError(f"heads {list(heads)} do not form one tree")
-    return dist.astype(np.int64)
+    ancestors = np.zeros((n, n))
+    rows, node = np.arange(n), np.arange(n)
+    for _ in range(n):  # a tree of n tokens is at most n deep
+        ancestors[rows, node] = 1.0
+        up = parent[node]
+        rows, node = rows[up >= 0], up[up >= 0]
+        if not len(rows):
+            break
+    else:
+        if len(rows):  # a cycle never reaches the root
+            raise ValueError(f"heads {list(heads)} do not form one tree")
+    size = ancestors.sum(1)
+    return (size[:, None] + size[None, :] - 2 * (ancestors @ ancestors.T)).round().astype(np.int64)
 
 
 def tree_depths(heads: Sequence[int]) -> np.ndarray:
