@@ -81,6 +81,26 @@ def test_tree_distances_and_row_spearman_on_random_trees():
         assert np.allclose(T._row_spearman(a, b), expected, equal_nan=True, atol=1e-12)
 
 
+def test_spearman_by_length_is_the_mean_over_lengths_of_per_sentence_row_means():
+    """Hewitt & Manning's distance Spearman by its definition, with scipy's ``spearmanr`` row by row,
+    on random trees of mixed lengths (several sentences per length, a constant prediction among them)."""
+    rng = np.random.default_rng(3)
+    predicted, gold = [], []
+    for n in rng.integers(3, 14, size=60):
+        order = rng.permutation(n)
+        parent = {int(order[i]): int(order[rng.integers(0, i)]) for i in range(1, n)}
+        gold.append(T.tree_distances([0 if i == order[0] else parent[i] + 1 for i in range(n)]).astype(float))
+        predicted.append(np.ones((n, n)) if len(predicted) == 7 else rng.random((n, n)))
+    per_length = {}
+    for p, g in zip(predicted, gold):
+        if 5 <= len(g) <= 50:
+            rows = [T._spearman(p[i], g[i]) for i in range(len(g))]
+            if not np.all(np.isnan(rows)):
+                per_length.setdefault(len(g), []).append(np.nanmean(rows))
+    expected = np.mean([np.mean(v) for v in per_length.values()])
+    assert T.spearman_by_length(predicted, gold) == pytest.approx(expected, abs=1e-12)
+
+
 def test_uuas_spearman_and_root_accuracy_on_exact_predictions():
     d = T.tree_distances(HEADS).astype(float)
     assert T.uuas([d], [HEADS], [PUNCT]) == 1.0

@@ -287,18 +287,20 @@ def spearman_by_length(predicted: Sequence[np.ndarray], gold: Sequence[np.ndarra
     """Hewitt & Manning's Spearman: per sentence the mean over words (rows of a distance
     matrix) or one value (a depth vector), averaged per sentence length, then over lengths in
     ``lengths`` (inclusive)."""
+    chosen = [i for i, g in enumerate(gold) if lengths[0] <= len(g) <= lengths[1]]
+    value = {i: _spearman(predicted[i], gold[i]) for i in chosen if gold[i].ndim == 1}
+    same_length = defaultdict(list)  # distance matrices: the rows of every sentence of one length at once
+    for i in chosen:
+        if gold[i].ndim == 2:
+            same_length[len(gold[i])].append(i)
+    for n, group in same_length.items():
+        rows = _row_spearman(*(np.concatenate([m[i] for i in group]) for m in (predicted, gold))).reshape(-1, n)
+        for i, values in zip(group, rows):
+            value[i] = float(np.nanmean(values)) if not np.all(np.isnan(values)) else float("nan")
     per_length: dict[int, list[float]] = defaultdict(list)
-    for p, g in zip(predicted, gold):
-        n = len(g)
-        if not lengths[0] <= n <= lengths[1]:
-            continue
-        if g.ndim == 2:
-            values = _row_spearman(p, g)
-            value = float(np.nanmean(values)) if not np.all(np.isnan(values)) else float("nan")
-        else:
-            value = _spearman(p, g)
-        if not np.isnan(value):
-            per_length[n].append(value)
+    for i in chosen:  # in the sentences' order, as the lengths' means are summed
+        if not np.isnan(value[i]):
+            per_length[len(gold[i])].append(value[i])
     means = [np.mean(v) for v in per_length.values()]
     return float(np.mean(means)) if means else float("nan")
 
