@@ -367,7 +367,8 @@ def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
     for i in range(0, len(tokens), 65536):  # in chunks: no float64 copy of the whole matrix
         chunk = tokens[i : i + 65536].astype(np.float64)
         mean += chunk.sum(0)
-        square += (chunk * chunk).sum(0)
+        chunk *= chunk  # in place: no second float64 copy
+        square += chunk.sum(0)
     mean /= len(tokens)
     std = np.sqrt(np.maximum(square / len(tokens) - mean * mean, 0.0))
     return torch.as_tensor(mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32).clamp_min(1e-4)
