@@ -100,12 +100,13 @@ class StackedSpanLinear:
     token probes: the heads' weights in one matrix per span role, the gradient written out, AdamW
     with a learning rate per head (:func:`~.heads.adamw_update`).
 
-    The classifier is linear, so each weight that reads a token vector is applied to the token rows
-    before anything is pooled: per span role, the first and last tokens times their classifier blocks,
-    and every token of the span times ``[pool block | attention vector]``; the pool's logits are
-    the attention average of the tokens' pool projections. No ``(B, 3 * dim)`` representation is
-    formed and each head costs ``n_classes + 1`` columns of one product. With a mix, each layer is
-    projected and the projections are mixed (all of it is linear in the mix).
+    Per span role: the attention scores of every token (one product for all heads), each head's
+    pool (one ``bmm``), then the first token, the last token and each head's pool times their
+    classifier blocks; no ``(B, 3 * dim)`` representation is formed. (Projecting every token with the
+    pool block before pooling costs ``length x n_classes`` products per span: 3x the arithmetic on
+    constituents.) A minibatch of one-token spans skips the attention: its token is the first, the
+    last and the pool. With a mix, every product is taken per layer and each head mixes the results
+    (all of it is linear in the mix), so no mixed copy of the rows is formed.
 
     ``W[r]``: ``(dim, 3 * H * K + H)``, columns ``[first | last | pool]`` (each ``H * K``, head by
     head) then the ``H`` attention vectors; ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``.
@@ -229,7 +230,8 @@ class StackedSpanLinear:
         p = torch.softmax(logits.view(B, H, K), -1)
         p.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
         g = p.view(B, HK) / B  # d(mean cross-entropy) / d(logits), per head
-        # per span role: the gradient of W[r] and (with a mix) of the coefficients
+        # per span role (saved as (x, Z) when its spans are one token long): the gradient of W[r]
+        # and, with a mix, of the layer coefficients
         roles = [self._one_token_grads(g, coef, *r) if len(r) == 2 else self._span_grads(g, coef, *r) for r in saved]
         dW = [grad for grad, _ in roles]
         # the attention biases shift all of a softmax's scores: their gradient is 0
