@@ -62,7 +62,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     n_tokens = sum(len(s) for s in sentences)
     with atomic_path(out) as tmp:  # an interrupted run leaves no half-written file
-        with h5py.File(tmp, "w") as f:
+        # each word's char CNN once for the whole file (Embedder.vocabulary_of)
+        with h5py.File(tmp, "w") as f, elmo.vocabulary_of(sentences):
             # each batch is written as it comes: memory stays flat however long the input is
             for i, array in elmo.embed_iter(sentences, progress=not args.quiet):
                 if not np.isfinite(array).all():  # the temporary file is removed: no output at all

@@ -100,6 +100,24 @@ def test_type_cache_gives_same_vectors(golden):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+def test_a_vocabulary_for_a_whole_file_gives_the_same_vectors_and_is_dropped_after(golden, monkeypatch):
+    sentences = [s.split() for s in _sentences(golden)[0]]
+    plain = Embedder(_model(golden)).embed(sentences)
+    elmo = Embedder(_model(golden), batch_size=2)
+    with elmo.vocabulary_of(sentences):
+        assert set(elmo._type_index) == {w for s in sentences for w in s}
+        for a, b in zip(plain, elmo.embed(sentences)):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    assert elmo._type_vectors is None and not elmo._type_index  # only for that file
+    monkeypatch.setattr(Embedder, "MAX_VOCABULARY", 3)
+    with elmo.vocabulary_of(sentences + [["the", "the", "the"]]):
+        assert "the" in elmo._type_index and len(elmo._type_index) == 3  # the most frequent words
+    elmo.set_vocabulary(["river"])
+    with elmo.vocabulary_of(sentences):  # a vocabulary set by hand is kept as it is
+        assert list(elmo._type_index) == ["river"]
+    assert list(elmo._type_index) == ["river"]
+
+
 def test_fused_path_equals_exact_without_clipping(golden):
     sentences = [s.split() for s in _sentences(golden)[1]]
     model = _model(golden)

@@ -19,6 +19,8 @@ of CPU at once, 0.18-0.19 s one after the other), and stateful mode needs the or
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -114,6 +116,27 @@ class Embedder:
 
     def clear_vocabulary(self) -> None:
         self._type_index, self._type_vectors = {}, None
+
+    MAX_VOCABULARY = 100_000  # words one vocabulary_of() precomputes: ~100 MB at 256 dims
+
+    @contextmanager
+    def vocabulary_of(self, sentences: Sequence[Sequence[str]]) -> Iterator[None]:
+        """While inside, the char-CNN type vectors of these sentences' words (their
+        ``MAX_VOCABULARY`` most frequent, when more) are computed once, up front, instead of once
+        per batch that holds them: for a file or a dataset, where the CNN was 39% of an extraction
+        (EWT dev + test: 50,241 tokens of 8,833 words, 11.3 -> 8.1 s). The vectors then come from
+        CNN batches of other shapes: the same to float32 rounding (one float16 step in 0.1% of the
+        stored values). For an Embedder of one's own (it is not meant for one other threads are
+        using); a vocabulary already set is kept."""
+        if self._type_vectors is not None:
+            yield
+            return
+        counts = Counter(w for s in sentences for w in s)
+        self.set_vocabulary(w for w, _ in counts.most_common(self.MAX_VOCABULARY))
+        try:
+            yield
+        finally:
+            self.clear_vocabulary()
 
     CNN_CHUNK = 512  # words per char-CNN call: bounds its (words, positions, filters) intermediate
 

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Protocol, Sequence
@@ -63,6 +64,10 @@ class ElmoEncoder:
 
     def embed(self, sentences):
         return self.embedder.embed(sentences, progress=False)
+
+    def vocabulary_of(self, sentences):
+        """The words' type vectors computed once for a whole extraction (``Embedder.vocabulary_of``)."""
+        return self.embedder.vocabulary_of(sentences)
 
     def fingerprint(self) -> str:
         """sha256 of the weights themselves (names, shapes, bytes)."""
@@ -142,25 +147,30 @@ def extract_features(
     # "sentences_done" is a clean resume point.
     # The file is mapped afresh for each chunk and unmapped after it: pages of a mapping count in the
     # process's memory, so a long-lived map would grow with the file (see LayerRows).
-    for lo in range(done, len(sentences), chunk_sentences):
-        hi = min(lo + chunk_sentences, len(sentences))
-        arrays = encoder.embed([list(s) for s in sentences[lo:hi]])
-        layers = np.load(partial / "layers.npy", mmap_mode="r+")
-        for i, a in zip(range(lo, hi), arrays):
-            if not np.isfinite(a).all():
-                del layers
-                shutil.rmtree(partial, ignore_errors=True)
-                raise ValueError(
-                    f"{getattr(encoder, 'name', 'the model')} gives non-finite activations (NaN or inf) for sentence "
-                    f"{i} ({' '.join(sentences[i][:8])} ...): its weights are broken (a diverged training run?); "
-                    "nothing was cached"
-                )
-            layers[:, offsets[i] : offsets[i + 1]] = a.astype(dtype)
-        layers.flush()
-        del layers
-        progress_file.write_text(json.dumps({"sentences_done": hi, "shape": list(shape)}))
-        if bar is not None:
-            bar.update(int(offsets[hi] - offsets[lo]))
+    # Every word's type vector once for the whole extraction (of all the sentences: a resumed run
+    # computes the same vectors as an uninterrupted one).
+    scope = encoder.vocabulary_of(sentences) if hasattr(encoder, "vocabulary_of") else nullcontext()
+    with scope:
+        for lo in range(done, len(sentences), chunk_sentences):
+            hi = min(lo + chunk_sentences, len(sentences))
+            arrays = encoder.embed([list(s) for s in sentences[lo:hi]])
+            layers = np.load(partial / "layers.npy", mmap_mode="r+")
+            for i, a in zip(range(lo, hi), arrays):
+                if not np.isfinite(a).all():
+                    del layers
+                    shutil.rmtree(partial, ignore_errors=True)
+                    raise ValueError(
+                        f"{getattr(encoder, 'name', 'the model')} gives non-finite activations (NaN or inf) for "
+                        f"sentence {i} ({' '.join(sentences[i][:8])} ...): its weights are broken (a diverged "
+                        "training run?); "
+                        "nothing was cached"
+                    )
+                layers[:, offsets[i] : offsets[i + 1]] = a.astype(dtype)
+            layers.flush()
+            del layers
+            progress_file.write_text(json.dumps({"sentences_done": hi, "shape": list(shape)}))
+            if bar is not None:
+                bar.update(int(offsets[hi] - offsets[lo]))
     if bar is not None:
         bar.close()
     meta = {
