@@ -105,11 +105,15 @@ def extract_features(
     sentences: Sequence[Sequence[str]],
     cache_dir: Optional[str | Path] = None,
     dtype: str = "float16",
-    chunk_sentences: int = 256,
+    chunk_sentences: int = 1024,
     progress: bool = True,
     restart: bool = False,
 ) -> Features:
-    """Extract (or load from the cache) every layer for ``sentences``."""
+    """Extract (or load from the cache) every layer for ``sentences``. ``chunk_sentences``: how many
+    are embedded (length-sorted into batches) and written at a time, the point an interrupted run
+    resumes from. Larger chunks pad less (EWT dev + test, 4,078 sentences: 256 -> 1,024 a chunk,
+    5.0 -> 3.9 s, the same vectors) and hold more in memory (a chunk's float32 vectors: about 80 MB
+    with the shipped model, 300 MB with the original ELMo)."""
     if dtype not in ("float16", "float32"):
         raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
     empty = [i for i, s in enumerate(sentences) if not s]
