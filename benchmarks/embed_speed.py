@@ -166,7 +166,7 @@ def command_run(model_dir: Path, sentences: list[list[str]], work: Path, threads
         "--input",
         str(src),
         "--output",
-        str(work / "out.hdf5"),
+        str(work / f"out-{len(sentences)}.hdf5"),  # a new file per run: embed refuses to overwrite
         "--quiet",
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
