@@ -39,10 +39,10 @@ def main() -> None:
     from probing_lab.probing.config import Experiment
     from probing_lab.probing.experiment import load_experiment_splits
     from probing_lab.probing.runners.span import span_rows
+    from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import (
         SpanInputs,
         SpanProbe,
-        StackedSpanLinear,
         _spans,
         _token_statistics,
         gather_spans,

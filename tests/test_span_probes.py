@@ -209,7 +209,8 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
 def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs):
     """The linear span probes' fast path (gradient and AdamW written out, each weight applied to
     the token rows before pooling) gives the numbers of the modules trained with autograd."""
-    from probing_lab.probing.span_probe import SpanProbe, StackedSpanLinear, gather_spans
+    from probing_lab.probing.span_heads import StackedSpanLinear
+    from probing_lab.probing.span_probe import SpanProbe, gather_spans
 
     rng = np.random.default_rng(0)
     n_layers, dim, k = (3 if mix else 1), 8, 4

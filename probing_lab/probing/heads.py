@@ -1,7 +1,7 @@
 """Several probes trained side by side on the same minibatches (a task and its control task, the
 blocks of online MDL), each exactly as it would train alone: :class:`ModuleHeads` (torch modules, an
 optimizer each), :class:`StackedLinear` (linear heads in one weight matrix, gradient and AdamW written
-out; the span probe's twin is ``span_probe.StackedSpanLinear``, with :func:`adamw_update` shared) and
+out; the span probe's twin is ``span_heads.StackedSpanLinear``, with :func:`adamw_update` shared) and
 the early stopping they share (:func:`train_with_early_stopping`). ``config`` is a
 ``probes.ProbeConfig`` (``seed``, ``lr``, ``weight_decay``, ``epochs``, ``patience``, ``lr_decay``,
 ``optimizer``)."""
