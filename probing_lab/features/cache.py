@@ -166,8 +166,7 @@ def extract_features(
                     raise ValueError(
                         f"{getattr(encoder, 'name', 'the model')} gives non-finite activations (NaN or inf) for "
                         f"sentence {i} ({' '.join(sentences[i][:8])} ...): its weights are broken (a diverged "
-                        "training run?); "
-                        "nothing was cached"
+                        "training run?); nothing was cached"
                     )
                 layers[:, offsets[i] : offsets[i + 1]] = a.astype(dtype)
             layers.flush()
