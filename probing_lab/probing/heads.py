@@ -63,7 +63,9 @@ class StackedLinear:
     from ``nn.Linear(dim, n_classes)`` after ``torch.manual_seed(seed)``, as a probe trained alone
     does. A minibatch of pos_ewt's L0 with the control task: 1.4 ms as modules with autograd and an
     optimizer each, 0.65 ms here (profiled: autograd, the optimizer's per-tensor loop and one product
-    per head were most of it).
+    per head were most of it); 0.50-0.55 ms with the weights and biases in one tensor, the gradient
+    written into a buffer and the per-parameter learning rates kept until a head stops or decays (the
+    two products are then most of a step).
 
     With ``n_layers`` (a scalar mix, ``x`` of shape ``(B, n_layers, dim)``) each head also has its
     mix weights and ``gamma``; since the logits are linear in the mix, each layer's logits are one
@@ -77,15 +79,19 @@ class StackedLinear:
             layer = nn.Linear(dim, n_classes)
             weights.append(layer.weight.detach().T)
             biases.append(layer.bias.detach())
-        self.W = torch.cat(weights, 1).contiguous()  # (dim, H * K)
-        self.b = torch.cat(biases).contiguous()
+        # weights and biases in one tensor (the bias its last row), so that AdamW is one pass over it
+        self.Wb = torch.cat([torch.cat(weights, 1), torch.cat(biases)[None]]).contiguous()  # (dim + 1, H * K)
+        self.W, self.b = self.Wb[:-1], self.Wb[-1]  # views
+        self.grad = torch.zeros_like(self.Wb)  # the minibatch's gradient, written in place
         self.mix = torch.zeros(n_heads, n_layers) if n_layers else None  # (H, n_layers), before the softmax
         self.gamma = torch.ones(n_heads) if n_layers else None
-        self.params = [self.W, self.b] + ([self.mix, self.gamma] if n_layers else [])
+        self.params = [self.Wb] + ([self.mix, self.gamma] if n_layers else [])
         self.H, self.K, self.config = n_heads, n_classes, config
         self.lr = torch.full((n_heads,), config.lr)
         self.moments = [(torch.zeros_like(t), torch.zeros_like(t)) for t in self.params]
         self.steps = 0
+        self._rates = None  # (active heads, the learning rates per parameter) until either changes
+        self._minus_one = torch.full((1, n_heads, 1), -1.0)
 
     def __len__(self) -> int:
         return self.H
@@ -111,24 +117,28 @@ class StackedLinear:
     def step(self, xb: torch.Tensor, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
         mixed, Z = self._layer_logits(xb)
-        p = torch.softmax((mixed + self.b).view(len(xb), self.H, self.K), -1)
-        p.view(-1, self.K)[torch.arange(p.shape[0] * self.H), yb.reshape(-1)] -= 1.0
-        g = (p / len(xb)).view(len(xb), -1)  # d(mean cross-entropy) / d(logits), per head
+        mixed += self.b
+        p = torch.softmax(mixed.view(len(xb), self.H, self.K), -1)
+        p.scatter_add_(2, yb[..., None], self._minus_one.expand(len(xb), -1, -1))  # softmax minus one-hot
+        g = p.view(len(xb), -1).div_(len(xb))  # d(mean cross-entropy) / d(logits), per head
+        torch.sum(g, 0, out=self.grad[-1])
         if Z is None:
-            grads = [xb.T @ g, g.sum(0)]
+            torch.mm(xb.T, g, out=self.grad[:-1])
+            grads = [self.grad]
         else:
             weights = torch.softmax(self.mix, -1)  # (H, n_layers)
             coef = self._per_column(self.gamma[:, None] * weights)  # (n_layers, H * K)
-            dW = torch.matmul(xb.permute(1, 2, 0), g[None] * coef[:, None]).sum(0)
+            torch.sum(torch.matmul(xb.permute(1, 2, 0), g[None] * coef[:, None]), 0, out=self.grad[:-1])
             dcoef = (g[None] * Z).sum(1).view(-1, self.H, self.K).sum(-1).T  # (H, n_layers)
             dweights = dcoef * self.gamma[:, None]
             dmix = weights * (dweights - (dweights * weights).sum(-1, keepdim=True))  # through the softmax
-            grads = [dW, g.sum(0), dmix, (dcoef * weights).sum(-1)]
-        lr = torch.zeros(self.H)
-        lr[active] = self.lr[active]
-        rates = [self._per_column(lr), self._per_column(lr), lr[:, None], lr]  # 0 for a stopped head
+            grads = [self.grad, dmix, (dcoef * weights).sum(-1)]
+        if self._rates is None or self._rates[0] != active:
+            lr = torch.zeros(self.H)
+            lr[active] = self.lr[active]  # 0 for a stopped head
+            self._rates = (list(active), [self._per_column(lr), lr[:, None], lr])
         self.steps += 1
-        adamw_update(self.params, grads, self.moments, rates, self.steps, self.config.weight_decay)
+        adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.config.weight_decay)
 
     def snapshot(self, h: int):
         cols = slice(h * self.K, (h + 1) * self.K)
@@ -144,6 +154,7 @@ class StackedLinear:
 
     def decay(self, h: int, factor: float) -> None:
         self.lr[h] *= factor
+        self._rates = None
 
     def copy_head_into(self, h: int, probe: nn.Module) -> nn.Module:
         """Head ``h``'s parameters into a probe module (``probes._Probe``: ``net`` a ``nn.Linear``, with
