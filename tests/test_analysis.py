@@ -327,6 +327,47 @@ def test_linear_cv_accuracy_separated_identical_and_undefined():
     assert G.separation(X, labels)["linear_accuracy"] == 1.0
 
 
+@pytest.mark.parametrize("n_senses", [2, 3, 4])
+def test_the_sense_classifier_is_scikit_learns_optimum(n_senses):
+    # Newton in the rows' span reaches the optimum of LogisticRegression(class_weight="balanced"):
+    # binary log loss for two senses, multinomial for more; unbalanced senses; more dimensions than
+    # rows and fewer. Its objective (written out here) is at least as low as scikit-learn's at a tight
+    # tolerance (whose L-BFGS stops a few 1e-11 above it), and the scores agree
+    from sklearn.linear_model import LogisticRegression
+
+    from probing_lab.analysis.logistic import BalancedLogistic
+
+    def objective(X, labels, W, b):
+        classes, codes = np.unique(labels, return_inverse=True)
+        weights = len(labels) / (len(classes) * np.bincount(codes))[codes]
+        S = X @ W + b
+        if len(classes) == 2:
+            loss = np.logaddexp(0, S[:, 0]) - (codes == 1) * S[:, 0]
+        else:
+            loss = np.logaddexp.reduce(S, 1) - S[np.arange(len(S)), codes]
+        return (weights * loss).sum() + 0.5 * (W * W).sum()
+
+    rng = np.random.default_rng(n_senses)
+    for n, dim in ((30, 512), (40, 6)):
+        labels = np.array([f"s{i}" for i in rng.integers(0, n_senses, n)])
+        labels[:n_senses] = [f"s{i}" for i in range(n_senses)]
+        centres = rng.normal(size=(n_senses, dim))
+        X = rng.normal(size=(n, dim)) + centres[[int(s[1:]) for s in labels]]
+        reference = LogisticRegression(class_weight="balanced", tol=1e-12, max_iter=100_000).fit(X, labels)
+        mine = BalancedLogistic().fit(X, labels)
+        ours = objective(X, labels, mine.Q @ mine.coef_, mine.intercept_)
+        assert ours <= objective(X, labels, reference.coef_.T, reference.intercept_) + 1e-12
+        new = rng.normal(size=(25, dim))
+        scores, theirs = mine.decision_function(new), reference.decision_function(new)
+        if n_senses > 2:  # the multinomial scores are defined up to a shift common to all classes
+            scores, theirs = scores - scores.mean(1, keepdims=True), theirs - theirs.mean(1, keepdims=True)
+        assert np.allclose(scores, theirs, atol=1e-3)
+        assert list(mine.classes_) == list(reference.classes_)
+        assert (mine.predict(new) == reference.predict(new)).all()
+    with pytest.raises(ValueError, match="two classes"):
+        BalancedLogistic().fit(X[:4], ["a"] * 4)
+
+
 def test_supervised_view_places_points_by_a_classifier_that_never_saw_them():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(20, 50))

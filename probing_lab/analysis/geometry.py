@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .logistic import BalancedLogistic
 from .projections import unit_rows
 
 TIE_TOLERANCE = 1e-6  # cosines this close count as the same neighbour distance
@@ -147,28 +148,24 @@ def _folds(labels: np.ndarray, folds: int, seed: int):
     return StratifiedKFold(n_splits=min(folds, min(counts.values())), shuffle=True, random_state=seed)
 
 
-def _classifier():
-    """Logistic regression with balanced class weights: a fold's training part is never balanced
-    (stratified folds of 8 + 8 leave 7 + 6), and an unweighted model on uninformative vectors predicts
-    that part's majority, the sense the test part has more of: below chance (the Polysemy page's
-    L0 and mean rows read 0.367 against a majority of 0.5). Balanced, it sits at chance."""
-    from sklearn.linear_model import LogisticRegression
-
-    return LogisticRegression(max_iter=2000, class_weight="balanced")
-
-
 def linear_cv_accuracy(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0) -> Optional[float]:
-    """Cross-validated sense accuracy of a linear classifier (logistic regression on unit-length
-    rows, stratified folds: never scored on the points it was fitted on). None when a sense has
-    fewer than 2 occurrences. Identical vectors carry nothing: with balanced class weights they score
-    about chance (see ``_classifier``)."""
+    """Cross-validated sense accuracy of a linear classifier (logistic regression with balanced class
+    weights, :class:`~.logistic.BalancedLogistic`, on unit-length rows; stratified folds: never scored
+    on the points it was fitted on). None when a sense has fewer than 2 occurrences. Balanced, because
+    a fold's training part is never balanced (stratified folds of 8 + 8 leave 7 + 6) and an unweighted
+    model on uninformative vectors predicts that part's majority, the sense the test part has more
+    of: below chance (the Polysemy page's L0 and mean rows read 0.367 against a majority of 0.5).
+    Identical vectors carry nothing: balanced, they score about chance."""
     X, labels = _check(X, labels)
     cv = _folds(labels, folds, seed)
     if cv is None:
         return None
-    from sklearn.model_selection import cross_val_score
-
-    return float(cross_val_score(_classifier(), unit_rows(X), labels.astype(str), cv=cv).mean())
+    U, labels = unit_rows(X), labels.astype(str)
+    right = [
+        (BalancedLogistic().fit(U[fit], labels[fit]).predict(U[test]) == labels[test]).mean()
+        for fit, test in cv.split(U, labels)
+    ]
+    return float(np.mean(right))
 
 
 def supervised_2d(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0) -> Optional[np.ndarray]:
@@ -183,12 +180,13 @@ def supervised_2d(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0
     cv = _folds(labels, folds, seed)
     if cv is None:
         return None
-    from sklearn.model_selection import cross_val_predict
-
-    U = unit_rows(X)
-    scores = cross_val_predict(_classifier(), U, labels.astype(str), cv=cv, method="decision_function")
-    if scores.ndim == 1:
-        return np.column_stack([scores, pca_2d(U)[:, 0]])
+    U, labels = unit_rows(X), labels.astype(str)
+    n_senses = len(set(labels.tolist()))
+    scores = np.zeros((len(U), 1 if n_senses == 2 else n_senses))
+    for fit, test in cv.split(U, labels):
+        scores[test] = BalancedLogistic().fit(U[fit], labels[fit]).decision_function(U[test]).reshape(len(test), -1)
+    if n_senses == 2:
+        return np.column_stack([scores[:, 0], pca_2d(U)[:, 0]])
     return pca_2d(scores)
 
 
