@@ -20,6 +20,7 @@ occurrences) are ``None``, never a made-up 0; the app shows them as "n/a".
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import numpy as np
@@ -136,16 +137,25 @@ def sense_similarities(X: np.ndarray, labels: Sequence) -> tuple[Optional[float]
     return (float(within.mean()) if within.size else None, float(between.mean()) if between.size else None)
 
 
-def _folds(labels: np.ndarray, folds: int, seed: int):
-    """Stratified folds, or None when a sense has fewer than 2 occurrences or there is one sense."""
+def _folds(labels: np.ndarray, folds: int, seed: int) -> Optional[list]:
+    """Stratified folds as ``[(fit rows, test rows), ...]``, or None when a sense has fewer than 2
+    occurrences or there is one sense."""
+    return _stratified_folds(tuple(labels.astype(str).tolist()), folds, seed)
+
+
+@functools.lru_cache(maxsize=64)
+def _stratified_folds(labels: tuple, folds: int, seed: int) -> Optional[list]:
+    # kept: a word's token, bag-of-context and random-init rows of every layer share one set of labels
+    # (nine cross-validations on the Polysemy page), and scikit-learn's splitter cost what a fit costs
     from collections import Counter
 
-    counts = Counter(labels.tolist())
+    counts = Counter(labels)
     if len(counts) < 2 or min(counts.values()) < 2:
         return None
     from sklearn.model_selection import StratifiedKFold
 
-    return StratifiedKFold(n_splits=min(folds, min(counts.values())), shuffle=True, random_state=seed)
+    splitter = StratifiedKFold(n_splits=min(folds, min(counts.values())), shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(len(labels)), np.array(labels)))
 
 
 def linear_cv_accuracy(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0) -> Optional[float]:
@@ -161,10 +171,7 @@ def linear_cv_accuracy(X: np.ndarray, labels: Sequence, folds: int = 5, seed: in
     if cv is None:
         return None
     U, labels = unit_rows(X), labels.astype(str)
-    right = [
-        (BalancedLogistic().fit(U[fit], labels[fit]).predict(U[test]) == labels[test]).mean()
-        for fit, test in cv.split(U, labels)
-    ]
+    right = [(BalancedLogistic().fit(U[fit], labels[fit]).predict(U[test]) == labels[test]).mean() for fit, test in cv]
     return float(np.mean(right))
 
 
@@ -183,7 +190,7 @@ def supervised_2d(X: np.ndarray, labels: Sequence, folds: int = 5, seed: int = 0
     U, labels = unit_rows(X), labels.astype(str)
     n_senses = len(set(labels.tolist()))
     scores = np.zeros((len(U), 1 if n_senses == 2 else n_senses))
-    for fit, test in cv.split(U, labels):
+    for fit, test in cv:
         scores[test] = BalancedLogistic().fit(U[fit], labels[fit]).decision_function(U[test]).reshape(len(test), -1)
     if n_senses == 2:
         return np.column_stack([scores[:, 0], pca_2d(U)[:, 0]])
