@@ -12,6 +12,7 @@ from test_own_data import tokens_file
 from probing_lab.datasets.files import read_labelled_file, read_token_table
 from probing_lab.elmo import ElmoBiLM, ElmoOptions
 from probing_lab.features.cache import ElmoEncoder, LayerRows, extract_features
+from probing_lab.probing import rows
 from probing_lab.probing.experiment import run_experiment
 from probing_lab.probing.probes import ProbeConfig, fit_probe
 from probing_lab.probing.rows import _standardise, as_rows
@@ -102,6 +103,16 @@ def test_a_probe_trained_chunk_by_chunk_learns_what_the_in_memory_probe_learns()
     assert as_rows(X).chunk_rows == len(X)  # an array in memory is one chunk: the old behaviour exactly
 
 
+def test_a_layer_is_read_into_memory_only_up_to_a_size(features, monkeypatch):
+    # read once for all of a layer's fits when small; a larger one (a big own file) streams from disk
+    layer = LayerRows(features, "1")
+    assert isinstance(rows.in_memory(layer), np.ndarray) and np.array_equal(
+        rows.in_memory(layer), layer.read(0, len(layer))
+    )
+    monkeypatch.setattr(rows, "IN_MEMORY_BYTES", 4 * int(np.prod(layer.shape)) - 1)
+    assert rows.in_memory(layer) is layer
+
+
 def test_a_tokens_file_probed_in_small_chunks_scores_as_in_one(tmp_path, monkeypatch):
     path = tokens_file(tmp_path / "a.tokens", n=300)
     exp = {
@@ -124,6 +135,7 @@ def test_a_tokens_file_probed_in_small_chunks_scores_as_in_one(tmp_path, monkeyp
         )
 
     whole = run("whole")
+    monkeypatch.setattr(rows, "IN_MEMORY_BYTES", 0)  # every layer stays on disk, read a chunk at a time
     monkeypatch.setattr(LayerRows, "CHUNK_BYTES", 0)
     monkeypatch.setattr(LayerRows, "MIN_CHUNK_ROWS", 50)  # 50 rows a chunk: several per epoch and in dev
     chunked = run("chunked")
