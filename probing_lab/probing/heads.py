@@ -63,7 +63,7 @@ class StackedLinear:
     from ``nn.Linear(dim, n_classes)`` after ``torch.manual_seed(seed)``, as a probe trained alone
     does. A minibatch of pos_ewt's L0 with the control task: 1.4 ms as modules with autograd and an
     optimizer each, 0.65 ms here (profiled: autograd, the optimizer's per-tensor loop and one product
-    per head were most of it); 0.50-0.55 ms with the weights and biases in one tensor, the gradient
+    per head were most of it); 0.49-0.52 ms with the weights and biases in one tensor, the gradient
     written into a buffer and the per-parameter learning rates kept until a head stops or decays (the
     two products are then most of a step).
 
