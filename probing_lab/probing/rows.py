@@ -28,9 +28,9 @@ def as_rows(X):
 
 
 # Rows on disk up to this size are read into memory once per layer (and standardised into a copy of the
-# same size). At 4 GiB a 100,000-sentence tokens file (1.6M tokens) peaked at 4.8 GiB where streaming it
-# had taken 1.0 GiB; at 1 GiB every committed experiment's layers still fit (the largest, an EWT "mix":
-# 0.63 GB), so their runs are unchanged, and a larger own file streams.
+# same size). At 4 GiB a 100,000-sentence tokens file (1.6M tokens) was read in and peaked at 4.8 GiB;
+# streamed, 1.2 GiB (benchmarks/own_data.py). At 1 GiB every committed experiment's layers still fit (the
+# largest, an EWT "mix": 0.63 GB), so their runs are unchanged, and a larger own file streams.
 IN_MEMORY_BYTES = 1 << 30
 
 
