@@ -357,7 +357,7 @@ def test_the_server_freezes_what_lasts_so_its_collections_stay_cheap(monkeypatch
     start (modules, model) out of the collector's sight, so a collection walks only what runs made."""
     import gc
 
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)  # importing serve sets it: not for later tests
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # importing serve sets variables: not for later tests
     import serve
 
     serve.freeze_what_lasts()
