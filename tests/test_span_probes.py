@@ -207,8 +207,9 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("mix", [False, True])
 def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs):
-    """The linear span probes' fast path (gradient and AdamW written out, each weight applied to
-    the token rows before pooling) gives the numbers of the modules trained with autograd."""
+    """The linear span probes' fast path (the gradient of the endpoints, the attention pool, the
+    classifier and the mix, and AdamW, written out) gives the numbers of the modules trained with
+    autograd."""
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import SpanProbe, gather_spans
 
