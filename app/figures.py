@@ -2,23 +2,60 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import html
 from typing import Optional, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from probing_lab.analysis import layer_label
 
 PALETTE = qualitative.D3 + qualitative.Set2 + qualitative.Pastel1
+# Plotly's Viridis as the list a validated figure carries (a name is expanded by validation, which the
+# figures drawn for a student's own text skip: see _unvalidated)
+VIRIDIS = go.Heatmap(colorscale="Viridis").to_plotly_json()["colorscale"]
 DISTINCT = qualitative.Dark24 + qualitative.Light24  # 48 colours, none repeated: for many labels at once
 
 
 def colour_map(labels: Sequence) -> dict:
     names = sorted({str(l) for l in labels})
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def _layout(**layout) -> dict:
+    """A layout dict with the lab's template: ``plotly_white`` as a dict, expanded once."""
+    return {"template": _template("plotly_white"), **layout}
+
+
+@functools.lru_cache(maxsize=4)
+def _template(name: str) -> dict:
+    return pio.templates[name].to_plotly_json()
+
+
+@functools.lru_cache(maxsize=32)
+def _one_row(cols: int, titles: tuple, spacing: float) -> dict:
+    """``make_subplots``' layout of one row of ``cols`` panels (axis domains and anchors, the titles as
+    annotations), built once per shape."""
+    return make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=spacing).layout.to_plotly_json()
+
+
+def _axis_names(cols: int) -> list[tuple[str, str]]:
+    """Panel ``i``'s (layout axis suffix, trace reference suffix): ``("", "")``, ``("2", "2")``, ..."""
+    return [("" if i == 1 else str(i),) * 2 for i in range(1, cols + 1)]
+
+
+def _unvalidated(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain trace and layout dicts, without Plotly's validation. Validating a new
+    figure cost 30-40 ms of CPU on every run of a page that draws a student's own text (a subplot
+    grid and a named template, ~10 ms each, validated again each time): most of what the Polysemy
+    page's own text cost the server after the embeddings. ``tests/test_figures.py`` checks that each
+    figure built this way passes validation unchanged."""
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
 def projection_grid(
@@ -29,37 +66,40 @@ def projection_grid(
     keys = list(points)
     labels = [str(l) for l in labels]
     colours = colour_map(labels)
-    titles = [layer_label(k) + (f"<br><sub>{notes[k]}</sub>" if notes and k in notes else "") for k in keys]
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=titles, horizontal_spacing=0.04)
-    for col, key in enumerate(keys, start=1):
-        xy = points[key]
+    titles = tuple(layer_label(k) + (f"<br><sub>{notes[k]}</sub>" if notes and k in notes else "") for k in keys)
+    layout = copy.deepcopy(_one_row(len(keys), titles, 0.04))
+    data = []
+    for (axis, ref), key in zip(_axis_names(len(keys)), keys):
+        layout[f"xaxis{axis}"].update(showticklabels=False, zeroline=False)
+        layout[f"yaxis{axis}"].update(showticklabels=False, zeroline=False)
+        xy = np.asarray(points[key])
         for name, colour in colours.items():
             idx = [i for i, l in enumerate(labels) if l == name]
-            fig.add_trace(
-                go.Scatter(
-                    x=xy[idx, 0],
-                    y=xy[idx, 1],
-                    mode="markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=col == 1,
-                    marker={"color": colour, "size": 9, "line": {"width": 0.5, "color": "white"}, "opacity": 0.85},
-                    text=[hover[i] for i in idx],
-                    hovertemplate="%{text}<extra>" + name + "</extra>",
-                ),
-                row=1,
-                col=col,
+            data.append(
+                {
+                    "type": "scatter",
+                    "x": xy[idx, 0],
+                    "y": xy[idx, 1],
+                    "mode": "markers",
+                    "name": name,
+                    "legendgroup": name,
+                    "showlegend": not axis,
+                    "marker": {"color": colour, "size": 9, "line": {"width": 0.5, "color": "white"}, "opacity": 0.85},
+                    "text": [hover[i] for i in idx],
+                    "hovertemplate": "%{text}<extra>" + name + "</extra>",
+                    "xaxis": f"x{ref}",
+                    "yaxis": f"y{ref}",
+                }
             )
-    fig.update_xaxes(showticklabels=False, zeroline=False)
-    fig.update_yaxes(showticklabels=False, zeroline=False)
-    fig.update_layout(
-        title=f"{title} ({method.upper() if method in ('pca', 'umap', 'tsne') else method} per layer)",
-        height=380,
-        template="plotly_white",
-        legend={"title": "sense", "orientation": "h", "y": -0.05},
-        margin={"t": 70, "b": 40},
+    layout.update(
+        _layout(
+            title={"text": f"{title} ({method.upper() if method in ('pca', 'umap', 'tsne') else method} per layer)"},
+            height=380,
+            legend={"title": {"text": "sense"}, "orientation": "h", "y": -0.05},
+            margin={"t": 70, "b": 40},
+        )
     )
-    return fig
+    return _unvalidated(data, layout)
 
 
 def cosine_heatmaps(matrices: dict, tick_labels: Sequence[str], title: str) -> go.Figure:
@@ -69,67 +109,80 @@ def cosine_heatmaps(matrices: dict, tick_labels: Sequence[str], title: str) -> g
     # scale would paint every layer the same yellow. The title says the range.
     low = max(-1.0, min(float(np.min(m)) for m in matrices.values()))
     low = min(low, 0.99)
-    title = f"{title}; colours span cosine {low:.2f} to 1"
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=[layer_label(k) for k in keys], horizontal_spacing=0.03)
-    for col, key in enumerate(keys, start=1):
-        fig.add_trace(
-            go.Heatmap(
-                z=matrices[key],
-                x=list(tick_labels),
-                y=list(tick_labels),
-                zmin=low,
-                zmax=1.0,
-                colorscale="Viridis",
-                showscale=col == len(keys),
-                hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>",
-            ),
-            row=1,
-            col=col,
+    layout = copy.deepcopy(_one_row(len(keys), tuple(layer_label(k) for k in keys), 0.03))
+    data = []
+    for (axis, ref), key in zip(_axis_names(len(keys)), keys):
+        layout[f"xaxis{axis}"]["showticklabels"] = False
+        layout[f"yaxis{axis}"].update(showticklabels=False, autorange="reversed")
+        data.append(
+            {
+                "type": "heatmap",
+                "z": np.asarray(matrices[key]),
+                "x": list(tick_labels),
+                "y": list(tick_labels),
+                "zmin": low,
+                "zmax": 1.0,
+                "colorscale": VIRIDIS,
+                "showscale": key == keys[-1],
+                "hovertemplate": "%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>",
+                "xaxis": f"x{ref}",
+                "yaxis": f"y{ref}",
+            }
         )
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    fig.update_layout(title=title, height=360, template="plotly_white", margin={"t": 70})
-    return fig
+    layout.update(_layout(title={"text": f"{title}; colours span cosine {low:.2f} to 1"}, height=360, margin={"t": 70}))
+    return _unvalidated(data, layout)
 
 
 def token_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
     ticks = [f"{i}:{t}" for i, t in enumerate(tokens)]
     low = min(max(-1.0, float(np.min(matrix))), 0.99)  # data-driven range, as in cosine_heatmaps
-    title = f"{title}; colours span cosine {low:.2f} to 1"
-    fig = go.Figure(
-        go.Heatmap(
-            z=matrix,
-            x=ticks,
-            y=ticks,
-            zmin=low,
-            zmax=1.0,
-            colorscale="Viridis",
-            hovertemplate="%{y} · %{x}<br>cosine %{z:.3f}<extra></extra>",
-        )
-    )
-    fig.update_yaxes(autorange="reversed")
+    heatmap = {
+        "type": "heatmap",
+        "z": np.asarray(matrix),
+        "x": ticks,
+        "y": ticks,
+        "zmin": low,
+        "zmax": 1.0,
+        "colorscale": VIRIDIS,
+        "hovertemplate": "%{y} · %{x}<br>cosine %{z:.3f}<extra></extra>",
+    }
     # every token labelled (Plotly drops every second label of a crowded axis)
-    fig.update_xaxes(type="category", dtick=1, tickfont={"size": 10})
-    fig.update_yaxes(type="category", dtick=1, tickfont={"size": 10})
-    fig.update_layout(title=title, height=max(360, 14 * len(tokens) + 120), template="plotly_white")
-    return fig
+    axis = {"type": "category", "dtick": 1, "tickfont": {"size": 10}}
+    layout = _layout(
+        xaxis=axis,
+        yaxis={**axis, "autorange": "reversed"},
+        title={"text": f"{title}; colours span cosine {low:.2f} to 1"},
+        height=max(360, 14 * len(tokens) + 120),
+    )
+    return _unvalidated([heatmap], layout)
 
 
 def similarity_profile(series: dict, tokens: Sequence[str], focus: int) -> go.Figure:
     """Cosine of one token to every token of the text, one line per layer."""
     ticks = [f"{i}:{t}" for i, t in enumerate(tokens)]
-    fig = go.Figure()
-    for key, values in series.items():
-        fig.add_trace(go.Scatter(x=ticks, y=values, mode="lines+markers", name=layer_label(key)))
-    fig.add_vline(x=focus, line_dash="dot", line_color="grey")
-    fig.update_layout(
-        title=f"cosine of “{tokens[focus]}” (token {focus}) to every token",
-        yaxis_title="cosine",
+    data = [
+        {"type": "scatter", "x": ticks, "y": values, "mode": "lines+markers", "name": layer_label(key)}
+        for key, values in series.items()
+    ]
+    layout = _layout(
+        shapes=[  # add_vline's shape: a dotted line at the focus token, across the plot's height
+            {
+                "type": "line",
+                "x0": focus,
+                "x1": focus,
+                "xref": "x",
+                "y0": 0,
+                "y1": 1,
+                "yref": "y domain",
+                "line": {"dash": "dot", "color": "grey"},
+            }
+        ],
+        title={"text": f"cosine of “{tokens[focus]}” (token {focus}) to every token"},
+        yaxis={"title": {"text": "cosine"}},
         height=380,
-        template="plotly_white",
         xaxis={"tickangle": -45},
     )
-    return fig
+    return _unvalidated(data, layout)
 
 
 def layer_bars(values: dict, title: str, yaxis: str, reference: Optional[tuple[float, str]] = None) -> go.Figure:
