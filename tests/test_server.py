@@ -365,3 +365,32 @@ def test_the_server_freezes_what_lasts_so_its_collections_stay_cheap(monkeypatch
         assert len(gc.get_objects()) < gc.get_freeze_count()  # what the next collection walks
     finally:
         gc.unfreeze()
+
+
+ARENAS = """
+import ctypes, sys, threading
+sys.path.insert(0, {app!r})
+if {limit}:
+    import serve  # limits the arenas when imported, as the server does before its threads start
+barrier = threading.Barrier(8)
+def allocate():
+    kept = [bytearray(50_000) for _ in range(20)]  # malloc'd (above pymalloc's sizes, below mmap's)
+    barrier.wait()  # all eight threads hold memory at once
+ts = [threading.Thread(target=allocate) for _ in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+ctypes.CDLL("libc.so.6").malloc_stats()  # one "Arena N:" block per arena, on stderr
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
+def test_the_server_keeps_two_malloc_arenas_however_many_threads_allocate():
+    """glibc gives each allocating thread an arena of its own (up to 8 per core), each keeping what its
+    thread freed; the server allows two (``serve.limit_malloc_arenas``)."""
+
+    def arenas(limit: bool) -> int:
+        code = ARENAS.format(app=str(ROOT / "app"), limit=limit)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stderr.count("Arena ")
+
+    assert arenas(limit=True) <= 2 < arenas(limit=False)
