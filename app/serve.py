@@ -34,8 +34,9 @@ def limit_malloc_arenas(n: int = 2) -> None:
     """glibc gives each thread that allocates its own malloc arena (up to 8 per core), and a class's
     page runs are many threads: each arena keeps the memory its thread freed. Two arenas (set before
     any other thread starts; a no-op off glibc). 30 students at once (``benchmarks/class_load.py``,
-    alternating runs), peak memory against one student's: Polysemy 1.24x -> 1.12x, Sentence explorer
-    1.24x -> 1.10x, server CPU per student unchanged (0.26 / 0.28 vs 0.27 / 0.29 s at 10 / 30). In the
+    alternating runs), peak memory against one student's: Polysemy 1.24 / 1.21x -> 1.12 / 1.13x (two
+    rounds), Sentence explorer 1.24x -> 1.10x; server CPU per student within the spread (Polysemy at 10 /
+    30: 0.26 / 0.28 and 0.24 / 0.27 s -> 0.27 / 0.29 and 0.26 / 0.28 s). In the
     RSS sampled every 0.25 s the peak had been the arenas of 30 page runs at once, and their size after."""
     import ctypes
     import ctypes.util
