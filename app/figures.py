@@ -44,9 +44,9 @@ def _one_row(cols: int, titles: tuple, spacing: float) -> dict:
     return make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=spacing).layout.to_plotly_json()
 
 
-def _axis_names(cols: int) -> list[tuple[str, str]]:
-    """Panel ``i``'s (layout axis suffix, trace reference suffix): ``("", "")``, ``("2", "2")``, ..."""
-    return [("" if i == 1 else str(i),) * 2 for i in range(1, cols + 1)]
+def _panels(cols: int) -> list[str]:
+    """Each panel's axis suffix: ``xaxis``/``x`` for the first, ``xaxis2``/``x2`` for the second, ..."""
+    return ["" if i == 1 else str(i) for i in range(1, cols + 1)]
 
 
 def _unvalidated(data: list[dict], layout: dict) -> go.Figure:
@@ -69,9 +69,9 @@ def projection_grid(
     titles = tuple(layer_label(k) + (f"<br><sub>{notes[k]}</sub>" if notes and k in notes else "") for k in keys)
     layout = copy.deepcopy(_one_row(len(keys), titles, 0.04))
     data = []
-    for (axis, ref), key in zip(_axis_names(len(keys)), keys):
-        layout[f"xaxis{axis}"].update(showticklabels=False, zeroline=False)
-        layout[f"yaxis{axis}"].update(showticklabels=False, zeroline=False)
+    for panel, key in zip(_panels(len(keys)), keys):
+        layout[f"xaxis{panel}"].update(showticklabels=False, zeroline=False)
+        layout[f"yaxis{panel}"].update(showticklabels=False, zeroline=False)
         xy = np.asarray(points[key])
         for name, colour in colours.items():
             idx = [i for i, l in enumerate(labels) if l == name]
@@ -83,12 +83,12 @@ def projection_grid(
                     "mode": "markers",
                     "name": name,
                     "legendgroup": name,
-                    "showlegend": not axis,
+                    "showlegend": key == keys[0],  # one legend entry per sense
                     "marker": {"color": colour, "size": 9, "line": {"width": 0.5, "color": "white"}, "opacity": 0.85},
                     "text": [hover[i] for i in idx],
                     "hovertemplate": "%{text}<extra>" + name + "</extra>",
-                    "xaxis": f"x{ref}",
-                    "yaxis": f"y{ref}",
+                    "xaxis": f"x{panel}",
+                    "yaxis": f"y{panel}",
                 }
             )
     layout.update(
@@ -111,9 +111,9 @@ def cosine_heatmaps(matrices: dict, tick_labels: Sequence[str], title: str) -> g
     low = min(low, 0.99)
     layout = copy.deepcopy(_one_row(len(keys), tuple(layer_label(k) for k in keys), 0.03))
     data = []
-    for (axis, ref), key in zip(_axis_names(len(keys)), keys):
-        layout[f"xaxis{axis}"]["showticklabels"] = False
-        layout[f"yaxis{axis}"].update(showticklabels=False, autorange="reversed")
+    for panel, key in zip(_panels(len(keys)), keys):
+        layout[f"xaxis{panel}"]["showticklabels"] = False
+        layout[f"yaxis{panel}"].update(showticklabels=False, autorange="reversed")
         data.append(
             {
                 "type": "heatmap",
@@ -125,8 +125,8 @@ def cosine_heatmaps(matrices: dict, tick_labels: Sequence[str], title: str) -> g
                 "colorscale": VIRIDIS,
                 "showscale": key == keys[-1],
                 "hovertemplate": "%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>",
-                "xaxis": f"x{ref}",
-                "yaxis": f"y{ref}",
+                "xaxis": f"x{panel}",
+                "yaxis": f"y{panel}",
             }
         )
     layout.update(_layout(title={"text": f"{title}; colours span cosine {low:.2f} to 1"}, height=360, margin={"t": 70}))
