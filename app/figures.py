@@ -58,6 +58,26 @@ def _unvalidated(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
+def _cosine_heatmap(matrix, ticks: list, low: float, hovertemplate: str) -> dict:
+    """A cosine heatmap trace coloured from ``low`` to 1 (see :func:`_colour_floor`)."""
+    return {
+        "type": "heatmap",
+        "z": np.asarray(matrix),
+        "x": ticks,
+        "y": ticks,
+        "zmin": low,
+        "zmax": 1.0,
+        "colorscale": VIRIDIS,
+        "hovertemplate": hovertemplate,
+    }
+
+
+def _colour_floor(*matrices) -> float:
+    """The lowest cosine shown, from the data rather than 0: ELMo layers are anisotropic (all cosines
+    high), and a fixed 0..1 scale would paint every layer the same yellow. The titles say the range."""
+    return min(max(-1.0, min(float(np.min(m)) for m in matrices)), 0.99)
+
+
 def projection_grid(
     points: dict, labels: Sequence, hover: Sequence[str], title: str, method: str, notes: Optional[dict] = None
 ) -> go.Figure:
@@ -105,47 +125,22 @@ def projection_grid(
 def cosine_heatmaps(matrices: dict, tick_labels: Sequence[str], title: str) -> go.Figure:
     """One cosine-similarity heatmap per layer on one colour scale (cosine of identical = 1)."""
     keys = list(matrices)
-    # Colour range from the data, not 0..1: ELMo layers are anisotropic (all cosines high), and a fixed
-    # scale would paint every layer the same yellow. The title says the range.
-    low = max(-1.0, min(float(np.min(m)) for m in matrices.values()))
-    low = min(low, 0.99)
+    low = _colour_floor(*matrices.values())
     layout = copy.deepcopy(_one_row(len(keys), tuple(layer_label(k) for k in keys), 0.03))
     data = []
     for panel, key in zip(_panels(len(keys)), keys):
         layout[f"xaxis{panel}"]["showticklabels"] = False
         layout[f"yaxis{panel}"].update(showticklabels=False, autorange="reversed")
-        data.append(
-            {
-                "type": "heatmap",
-                "z": np.asarray(matrices[key]),
-                "x": list(tick_labels),
-                "y": list(tick_labels),
-                "zmin": low,
-                "zmax": 1.0,
-                "colorscale": VIRIDIS,
-                "showscale": key == keys[-1],
-                "hovertemplate": "%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>",
-                "xaxis": f"x{panel}",
-                "yaxis": f"y{panel}",
-            }
-        )
+        trace = _cosine_heatmap(matrices[key], list(tick_labels), low, "%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>")
+        data.append({**trace, "showscale": key == keys[-1], "xaxis": f"x{panel}", "yaxis": f"y{panel}"})
     layout.update(_layout(title={"text": f"{title}; colours span cosine {low:.2f} to 1"}, height=360, margin={"t": 70}))
     return _unvalidated(data, layout)
 
 
 def token_heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
     ticks = [f"{i}:{t}" for i, t in enumerate(tokens)]
-    low = min(max(-1.0, float(np.min(matrix))), 0.99)  # data-driven range, as in cosine_heatmaps
-    heatmap = {
-        "type": "heatmap",
-        "z": np.asarray(matrix),
-        "x": ticks,
-        "y": ticks,
-        "zmin": low,
-        "zmax": 1.0,
-        "colorscale": VIRIDIS,
-        "hovertemplate": "%{y} · %{x}<br>cosine %{z:.3f}<extra></extra>",
-    }
+    low = _colour_floor(matrix)
+    heatmap = _cosine_heatmap(matrix, ticks, low, "%{y} · %{x}<br>cosine %{z:.3f}<extra></extra>")
     # every token labelled (Plotly drops every second label of a crowded axis)
     axis = {"type": "category", "dtick": 1, "tickfont": {"size": 10}}
     layout = _layout(
