@@ -39,11 +39,9 @@ def limit_malloc_arenas(n: int = 2) -> None:
     30: 0.26 / 0.28 and 0.24 / 0.27 s -> 0.27 / 0.29 and 0.26 / 0.28 s). In the
     RSS sampled every 0.25 s the peak had been the arenas of 30 page runs at once, and their size after."""
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(-8, n)  # M_ARENA_MAX
+        ctypes.CDLL("libc.so.6").mallopt(-8, n)  # M_ARENA_MAX
     except (OSError, AttributeError):
         pass
 
