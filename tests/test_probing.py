@@ -242,7 +242,7 @@ def test_probes_trained_together_are_the_probes_trained_alone(mix):
     if mix:
         X = np.stack([X, np.random.default_rng(2).normal(0, 1, X.shape).astype(np.float32)], axis=1)
     shuffled = np.random.default_rng(0).permutation(y)
-    cfg = ProbeConfig(epochs=12, patience=2, mix=mix)
+    cfg = ProbeConfig(epochs=12, patience=2, mix=mix, precision="float32")  # bfloat16: the same up to rounding
     together = fit_probes(X[:2500], [y[:2500], shuffled[:2500]], X[2500:], [y[2500:], shuffled[2500:]], 4, cfg)
     for probe, labels in zip(together, (y, shuffled)):
         alone = fit_probe(X[:2500], labels[:2500], X[2500:], labels[2500:], 4, cfg)
@@ -288,6 +288,57 @@ def test_stacked_linear_heads_step_as_torch_adamw_with_autograd(mix):
         assert torch.allclose(stacked.logits(xs)[:, h], probe(xs), atol=1e-5)
     if mix:
         assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_a_bfloat16_step_is_the_float32_step_up_to_its_rounding(mix):
+    # bfloat16 rows make the two products bfloat16 (8 bits of mantissa, float32 accumulation); the
+    # weights, softmax and AdamW stay float32: one step moves the parameters as float32 does, to
+    # within the products' rounding, and never touches the float32 path
+    from probing_lab.probing.heads import StackedLinear
+
+    X, y = _blobs(n=256, dim=32, k=5)
+    if mix:
+        X = np.stack([X, -0.5 * X, np.random.default_rng(1).normal(size=X.shape).astype(X.dtype)], 1)
+    xs, ys = torch.as_tensor(X), torch.as_tensor(np.stack([y, (y + 2) % 5], 1))
+    cfg = ProbeConfig(lr=0.05, mix=mix)
+    exact, low = (StackedLinear(32, 5, 2, cfg, 3 if mix else None) for _ in range(2))
+    exact.step(xs, ys, [0, 1])
+    low.step(xs.bfloat16(), ys, [0, 1])
+    assert exact.Wb.dtype == low.Wb.dtype == torch.float32
+    assert low.grad.dtype == torch.float32 and low.moments[0][0].dtype == torch.float32
+    relative = (low.grad - exact.grad).norm() / exact.grad.norm()
+    assert 0 < relative < 0.02  # rounded, not another computation
+    assert torch.allclose(low.logits(xs.bfloat16()), exact.logits(xs), atol=0.05)
+    if mix:
+        assert torch.allclose(low.mix, exact.mix, atol=1e-3) and torch.allclose(low.gamma, exact.gamma, atol=1e-3)
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_bfloat16_probes_score_as_float32_probes(mix):
+    X, y = _blobs(n=3000, noise=4.0)
+    if mix:
+        X = np.stack([X, np.random.default_rng(2).normal(0, 1, X.shape).astype(np.float32)], axis=1)
+    fits = {
+        precision: fit_probe(
+            X[:2500], y[:2500], X[2500:], y[2500:], 4, ProbeConfig(epochs=12, patience=2, mix=mix, precision=precision)
+        )
+        for precision in ("float32", "bfloat16")
+    }
+    exact, low = fits["float32"], fits["bfloat16"]
+    assert abs(exact.accuracy(X[2500:], y[2500:]) - low.accuracy(X[2500:], y[2500:])) <= 0.01
+    assert (exact.predict(X[2500:]) == low.predict(X[2500:])).mean() > 0.97
+    assert low.module.net.weight.dtype == torch.float32  # the trained probe predicts in float32
+
+
+def test_probe_precision_is_checked_and_auto_picks_by_cpu():
+    from probing_lab.probing.heads import products_dtype
+
+    assert products_dtype("float32") == torch.float32 and products_dtype("bfloat16") == torch.bfloat16
+    assert products_dtype("auto") in (torch.float32, torch.bfloat16)
+    assert ProbeConfig.from_dict({"precision": "bfloat16"}).precision == "bfloat16"
+    with pytest.raises(ValueError, match="precision must be auto, float32 or bfloat16, got 'half'"):
+        ProbeConfig.from_dict({"precision": "half"})
 
 
 def test_stages_chain_on_one_token_axis():
@@ -471,6 +522,7 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         assert 0.0 <= entry["score"] <= 1.0
         assert {"score", "control_score", "selectivity", "mdl_bits"} <= set(entry)
     assert set(metrics["baselines"]["random_init"]) == set(metrics["layers"])
+    assert metrics["machine"]["threads"] >= 1 and isinstance(metrics["machine"]["bfloat16_products"], bool)
     if task == "upos":
         assert 0.0 <= metrics["baselines"]["majority"] <= 1.0
         e = metrics["layers"]["1"]

@@ -139,6 +139,20 @@ def _file_metrics(exp: Experiment, files: FileDataset) -> dict:
     return {"files": files.files, "split": split, "unseen_test_labels": unseen_labels(exp.task, sentences)}
 
 
+def machine_facts() -> dict:
+    """What a run's numbers depend on besides its files: torch, its threads, and whether a linear
+    probe's products ran in bfloat16 (``precision = "auto"`` on a CPU with AMX or AVX-512 BF16)."""
+    import torch
+
+    from .heads import products_dtype
+
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "bfloat16_products": products_dtype("auto") == torch.bfloat16,
+    }
+
+
 def static_vectors_dir(model: Optional[str]) -> Optional[Path]:
     """The static vectors folder that ``--model`` names (``word2vec``: the lab's, ``word2vec:DIR``), or None."""
     if model == "word2vec":
@@ -235,6 +249,7 @@ def run_experiment(
     report.add_time("intervals", time.perf_counter() - t)
     metrics["seconds"] = round(time.perf_counter() - start, 1)
     metrics["timing"] = {k: round(v, 1) for k, v in report.timing.items()}  # where the seconds went
+    metrics["machine"] = machine_facts()
     for line in intervals.run_verdicts(metrics):
         log(f"{exp.name}: {line}")
     root = probe_runs_dir()  # a run named after the experiment stays under it (check_name, check_inside)
