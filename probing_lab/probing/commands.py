@@ -18,6 +18,13 @@ log = logging.getLogger("probing_lab")
 QUICK_OPTIONS = ("format", "label", "task", "layers", "max_tokens")  # the options of `probe --data FILE`
 
 
+def _workers() -> int:
+    """Layer entries probed at once: one per torch thread the command was given (``--threads``)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -38,7 +45,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if args.seeds:
             exp["seeds"] = args.seeds
         run = run_experiment(
-            exp, model=args.model, out=args.out, progress=not args.quiet, log=log.info, force=args.force
+            exp,
+            model=args.model,
+            out=args.out,
+            progress=not args.quiet,
+            log=log.info,
+            force=args.force,
+            workers=_workers(),
         )
         print(run.path)
         return 0
@@ -63,6 +76,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             log=log.info,
             force=args.force,
+            workers=_workers(),
         )
         print(run.path)
     return 0
@@ -105,6 +119,7 @@ def _probe_snapshots(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             log=log.info,
             force=args.force,
+            workers=_workers(),
         )
         results.append((info.get("tokens_seen", 0), snapshot.name, run))
     results.sort(key=lambda r: r[0])

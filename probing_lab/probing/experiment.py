@@ -51,6 +51,7 @@ class RunProgress:
     stages: int
     done: int = 0
     timing: dict = field(default_factory=dict)  # seconds per phase: "model extraction", "random_init probes", ...
+    workers: int = 1  # layer entries probed at once (forked processes, each fit on one thread: layer_pool)
 
     def add_time(self, phase: str, seconds: float) -> None:
         self.timing[phase] = self.timing.get(phase, 0.0) + seconds
@@ -173,13 +174,16 @@ def run_experiment(
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     on_progress: Optional[Callable[[float, str], None]] = None,
     force: bool = False,
+    workers: int = 1,
 ) -> ProbeRun:
     """Run an experiment and write its run directory; returns the run (``.path`` is the directory).
     ``out``: the run directory (default ``$PROBING_LAB_RUNS`` or ``runs/probes``, then NAME-STAMP);
     an existing one follows ``fileio.check_output_dir`` (``force``: replace an earlier probe run
     there, or write into a new subfolder of a folder holding other files).
     ``on_progress(fraction, message)`` is called after each probed layer (of the model, then of the
-    random-init baseline)."""
+    random-init baseline). ``workers``: layer entries probed at once in forked processes (the
+    command line passes its threads; each layer's fits run on one thread however many, so the
+    numbers do not depend on it: ``layer_pool``)."""
     from ..elmo import ElmoBiLM
     from ..model_loading import load_model
     from ..paths import data_dir as resolve_data_dir
@@ -211,7 +215,7 @@ def run_experiment(
     dataset = exp.dataset if files is None else describe(exp.dataset)
     log(f"{exp.name}: task {exp.task} on {dataset} with {encoder.name}")
     runs = (2 if exp.random_init else 1) + max(len(exp.seeds or []) - 1, 0)
-    report = RunProgress(log, on_progress, len(exp.layer_keys) * runs)
+    report = RunProgress(log, on_progress, len(exp.layer_keys) * runs, workers=workers)
     layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, files)
     test = extra.pop("_test")
     baselines = {"majority": extra.pop("majority")}

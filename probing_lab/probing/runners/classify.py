@@ -20,6 +20,12 @@ from ..probes import fit_probes
 from ..rows import in_memory
 
 
+def said(key: str, entry: dict) -> str:
+    """The log line of a probed layer: its score, and its control task's."""
+    control = f", control {entry['control_score']:.4f}" if "control_score" in entry else ""
+    return f"  layer {key}: score {entry['score']:.4f}{control}"
+
+
 def classify_layer(
     X: dict, y: dict, control: dict, n_labels: int, config, order: np.ndarray, mdl: bool, fit=fit_probes
 ) -> dict:

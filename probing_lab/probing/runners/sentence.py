@@ -12,7 +12,8 @@ import numpy as np
 
 from ...features.pooling import pool_layers, pooled_layer
 from .. import tasks as T
-from .classify import classify_layer
+from ..layer_pool import probe_layers
+from .classify import classify_layer, said
 
 TASKS = T.SENTENCE_TASKS
 
@@ -35,16 +36,14 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
             for r, s in splits.items()
         }
     order = np.random.default_rng(exp.seed).permutation(len(y["train"]))
-    results = {}
-    for key in exp.layer_keys:
-        config = exp.probe_config(mix=key == "mix")
+
+    def fit_layer(key: str) -> dict:
         X = {r: pooled_layer(vectors[r], key) for r in ("train", "dev", "test")}
-        entry = classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl)
-        report.layer_done(
-            f"  layer {key} ({how} pooling): score {entry['score']:.4f}"
-            + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
+        return classify_layer(
+            X, y, control, len(index), exp.probe_config(mix=key == "mix"), order, with_controls and exp.mdl
         )
-        results[key] = entry
+
+    results = probe_layers(exp.layer_keys, fit_layer, report, lambda key, entry: said(f"{key} ({how} pooling)", entry))
     majority = index.labels[0]
     right = np.asarray(labels["test"]) == majority
     extra = {

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import tasks as T
 from ..span_probe import SpanInputs, fit_span_probes
-from .classify import classify_layer
+from .classify import classify_layer, said
 
 TASKS = T.SPAN_TASKS
 
@@ -61,10 +61,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         config = exp.probe_config(mix=key == "mix")
         X = {r: SpanInputs(splits[r].layer(key), spans[r][0], spans[r][1]) for r in ("train", "dev", "test")}
         entry = classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probes)
-        report.layer_done(
-            f"  layer {key}: score {entry['score']:.4f}"
-            + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
-        )
+        report.layer_done(said(key, entry))
         results[key] = entry
         del X
     majority = index.labels[0]

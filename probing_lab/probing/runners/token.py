@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tasks as T
-from .classify import classify_layer
+from ..layer_pool import probe_layers
+from .classify import classify_layer, said
 
 TASKS = T.TOKEN_TASKS
 
@@ -48,19 +49,15 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     control = {}
     if with_controls and exp.control:
         control = {r: index.encode(T.control_labels(words[r], labels["train"], exp.seed)) for r in splits}
-    results = {}
     rng = np.random.default_rng(exp.seed)
     order = rng.permutation(len(y["train"]))
-    for key in exp.layer_keys:
-        config = exp.probe_config(mix=key == "mix")
+
+    def fit_layer(key: str) -> dict:
         vectors = {r: X(r, key) for r in ("train", "dev", "test")}
-        entry = classify_layer(vectors, y, control, len(index), config, order, with_controls and exp.mdl)
-        report.layer_done(
-            f"  layer {key}: score {entry['score']:.4f}"
-            + (f", control {entry['control_score']:.4f}" if "control_score" in entry else "")
-        )
-        results[key] = entry
-        del vectors
+        config = exp.probe_config(mix=key == "mix")
+        return classify_layer(vectors, y, control, len(index), config, order, with_controls and exp.mdl)
+
+    results = probe_layers(exp.layer_keys, fit_layer, report, said)
     majority = np.asarray(T.majority_per_type(words["train"], labels["train"], words["test"])) == np.asarray(
         labels["test"]
     )

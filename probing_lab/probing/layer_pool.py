@@ -1,0 +1,70 @@
+"""An experiment's layer entries probed side by side (the token and sentence probes): each entry's
+fits run on one torch thread, in a forked worker process when the run may use several
+(``RunProgress.workers``), so a layer's numbers are the same whether its fits ran alone or beside
+others, and however many workers or threads ran them.
+
+Why processes, and one thread each: a token probe's step is a few dozen small tensor operations (a
+1,024-row minibatch of 256 numbers), which two threads barely speed up; two fits at once, one per
+core, do. Threads in one process would share torch's global random generator (probe initialisation,
+dropout) and so change each other's numbers; forked processes each have their own.
+
+Not for the span and structural probes, measured on 2 cores: a span step is a few large,
+memory-bound passes over the gathered token rows, which two threads do speed up (constituents_ptb's
+probes 124 s one layer at a time on two threads, 129 s two layers at once on one thread each); the
+structural probes gained 1.19x (85.8 -> 71.9 s) but their Adam-trained distances moved by up to
+0.0096 UUAS (the mix) with the threads' rounding, more than a rerun should.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import torch
+
+_FIT: Callable | None = None  # the runner's fit_layer, inherited by the forked workers
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread inside, its own setting again after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _fit_in_worker(key: str) -> dict:
+    return _FIT(key)
+
+
+def probe_layers(keys: list[str], fit_layer: Callable[[str], dict], report, say: Callable[[str, dict], str]) -> dict:
+    """``{key: fit_layer(key)}`` in the order of ``keys``, each fit on one torch thread; up to
+    ``report.workers`` of them at once in forked processes (a fresh one per layer, so each layer's
+    memory is given back). After each layer, ``report.layer_done(say(key, entry))``.
+
+    pos_ewt, 2 cores, features cached: the model's probes 48.1-56.0 s one layer after the other on
+    two threads, 38.5-39.7 s two layers at once (each fit slower beside the other: 72.7 s of worker
+    time); starting the mix, the longest, first made no difference."""
+    global _FIT
+    workers = min(report.workers, len(keys))
+    results = {}
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        with one_thread():
+            for key in keys:
+                results[key] = fit_layer(key)
+                report.layer_done(say(key, results[key]))
+        return results
+    _FIT = fit_layer
+    try:
+        context = multiprocessing.get_context("fork")
+        with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,), maxtasksperchild=1) as pool:
+            for key, entry in zip(keys, pool.imap(_fit_in_worker, keys)):
+                results[key] = entry
+                report.layer_done(say(key, entry))
+    finally:
+        _FIT = None
+    return results
