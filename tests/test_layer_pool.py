@@ -10,7 +10,7 @@ import torch
 from test_probing import _tiny_treebank
 
 from probing_lab.probing.experiment import run_experiment
-from probing_lab.probing.layer_pool import one_thread, probe_layers
+from probing_lab.probing.layer_pool import probe_layers
 
 
 class _Report:
@@ -33,26 +33,23 @@ def test_every_layer_is_fit_on_one_thread_and_reported_in_order(workers):
     before = torch.get_num_threads()
     results = probe_layers(["3", "1", "2"], _threads_and_double, report, lambda k, e: f"layer {k}: {e['value']}")
     assert list(results) == ["3", "1", "2"] and [e["value"] for e in results.values()] == [6, 2, 4]
-    assert {e["threads"] for e in results.values()} == {1}
+    assert {e["threads"] for e in results.values()} == {1 if workers > 1 else before}  # workers: one thread each
     assert report.said == ["layer 3: 6", "layer 1: 2", "layer 2: 4"]
-    assert torch.get_num_threads() == before  # the caller's setting is back
+    assert torch.get_num_threads() == before  # the caller's setting is untouched
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_an_error_in_a_layer_reaches_the_caller(workers):
     with pytest.raises(ValueError, match="layer bad: no such rows"):
         probe_layers(["1", "bad"], _threads_and_double, _Report(workers), lambda k, e: "")
-    before = torch.get_num_threads()
-    with pytest.raises(RuntimeError, match="inside"), one_thread():
-        raise RuntimeError("inside")
-    assert torch.get_num_threads() == before
 
 
 def test_a_run_gives_the_same_numbers_with_one_worker_or_two(tmp_path):
     data = _tiny_treebank(tmp_path / "data")
     exp = {"name": "tiny", "task": "upos", "dataset": "ewt", "layers": [0, 1, "1f", "mix"], "probe": {"epochs": 3}}
-    metrics = []
-    for workers in (1, 2):
+    metrics, before = [], torch.get_num_threads()
+    for workers in (1, 2):  # one worker on one thread (--threads 1), two workers (--threads 2)
+        torch.set_num_threads(workers)
         run = run_experiment(
             exp,
             model="random:cpu-tiny",
@@ -64,6 +61,7 @@ def test_a_run_gives_the_same_numbers_with_one_worker_or_two(tmp_path):
             workers=workers,
         )
         metrics.append(json.loads((run.path / "metrics.json").read_text()))
+    torch.set_num_threads(before)
     one, two = metrics
     for key in one["layers"]:
         for field in ("score", "control_score", "mdl_bits", "dev_score", "epochs", "mix_weights"):

@@ -1,7 +1,9 @@
-"""An experiment's layer entries probed side by side (the token and sentence probes): each entry's
-fits run on one torch thread, in a forked worker process when the run may use several
-(``RunProgress.workers``), so a layer's numbers are the same whether its fits ran alone or beside
-others, and however many workers or threads ran them.
+"""An experiment's layer entries probed side by side (the token and sentence probes): with several
+workers (``RunProgress.workers``; the command line gives one per ``--threads``) each entry's fits run
+in a forked worker process on one torch thread, so a layer's numbers are the same however many
+workers ran them, and the same as a run with ``--threads 1`` or a sweep's cell (one thread each).
+With one worker the fits run in the caller, on its threads (the app: its sessions are threads of one
+process, whose torch setting is not theirs to change).
 
 Why processes, and one thread each: a token probe's step is a few dozen small tensor operations (a
 1,024-row minibatch of 256 numbers), which two threads barely speed up; two fits at once, one per
@@ -18,23 +20,11 @@ structural probes gained 1.19x (85.8 -> 71.9 s) but their Adam-trained distances
 from __future__ import annotations
 
 import multiprocessing
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 
 _FIT: Callable | None = None  # the runner's fit_layer, inherited by the forked workers
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one thread inside, its own setting again after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _fit_in_worker(key: str) -> dict:
@@ -42,9 +32,9 @@ def _fit_in_worker(key: str) -> dict:
 
 
 def probe_layers(keys: list[str], fit_layer: Callable[[str], dict], report, say: Callable[[str, dict], str]) -> dict:
-    """``{key: fit_layer(key)}`` in the order of ``keys``, each fit on one torch thread; up to
-    ``report.workers`` of them at once in forked processes (a fresh one per layer, so each layer's
-    memory is given back). After each layer, ``report.layer_done(say(key, entry))``.
+    """``{key: fit_layer(key)}`` in the order of ``keys``; up to ``report.workers`` of them at once
+    in forked processes on one torch thread each (a fresh process per layer, so each layer's memory
+    is given back). After each layer, ``report.layer_done(say(key, entry))``.
 
     pos_ewt, 2 cores, features cached: the model's probes 48.1-56.0 s one layer after the other on
     two threads, 38.5-39.7 s two layers at once (each fit slower beside the other: 72.7 s of worker
@@ -53,10 +43,9 @@ def probe_layers(keys: list[str], fit_layer: Callable[[str], dict], report, say:
     workers = min(report.workers, len(keys))
     results = {}
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        with one_thread():
-            for key in keys:
-                results[key] = fit_layer(key)
-                report.layer_done(say(key, results[key]))
+        for key in keys:  # on the caller's threads: one for the command line's --threads 1
+            results[key] = fit_layer(key)
+            report.layer_done(say(key, results[key]))
         return results
     _FIT = fit_layer
     try:
