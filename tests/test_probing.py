@@ -336,6 +336,8 @@ def test_probe_precision_is_checked_and_auto_picks_by_cpu():
 
     assert products_dtype("float32") == torch.float32 and products_dtype("bfloat16") == torch.bfloat16
     assert products_dtype("auto") in (torch.float32, torch.bfloat16)
+    assert products_dtype("auto", n_rows=2_000) == torch.float32  # a small set: float32 whatever the CPU
+    assert products_dtype("bfloat16", n_rows=2_000) == torch.bfloat16  # asked for: given
     assert ProbeConfig.from_dict({"precision": "bfloat16"}).precision == "bfloat16"
     with pytest.raises(ValueError, match="precision must be auto, float32 or bfloat16, got 'half'"):
         ProbeConfig.from_dict({"precision": "half"})

@@ -142,7 +142,8 @@ def _file_metrics(exp: Experiment, files: FileDataset) -> dict:
 
 def machine_facts() -> dict:
     """What a run's numbers depend on besides its files: torch, its threads, and whether a linear
-    probe's products ran in bfloat16 (``precision = "auto"`` on a CPU with AMX or AVX-512 BF16)."""
+    probe's products on a large training set ran in bfloat16 (``precision = "auto"`` on a CPU with
+    AMX or AVX-512 BF16, from ``heads.BFLOAT16_FROM_ROWS`` rows)."""
     import torch
 
     from .heads import products_dtype

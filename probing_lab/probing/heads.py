@@ -55,10 +55,20 @@ def adamw_update(params: list, grads: list, moments: list, rates: list, step: in
         param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
 
 
-def products_dtype(precision: str) -> torch.dtype:
-    """The rows' dtype for a linear probe's products: ``float32``, ``bfloat16``, or ``auto``: bfloat16
-    where this CPU multiplies it natively (AMX or AVX-512 BF16: 2.2x faster than float32 on a pos_ewt
-    minibatch, and half the memory), float32 elsewhere (emulated bfloat16 is slower than float32)."""
+# ``auto`` takes bfloat16 from this many training rows: there a probe trains on minibatches of 1,024
+# whose products are most of a step. On smaller sets (the sentence tasks' ~10,000 sentences, a lemma's
+# WSD probe, MDL's first blocks) bfloat16 was slower (subj_number_ewt 12.8 vs 9.7 s) and its rounding
+# moved early stopping: scores by up to 0.013 where float32's one-thread fits gave the committed ones.
+BFLOAT16_FROM_ROWS = 50_000
+
+
+def products_dtype(precision: str, n_rows: int = BFLOAT16_FROM_ROWS) -> torch.dtype:
+    """The rows' dtype for a linear probe's products on ``n_rows`` training rows: ``float32``,
+    ``bfloat16``, or ``auto``: bfloat16 where this CPU multiplies it natively (AMX or AVX-512 BF16:
+    2.2x faster than float32 on a pos_ewt minibatch, and half the memory) and the training set has
+    ``BFLOAT16_FROM_ROWS`` rows, float32 elsewhere (emulated bfloat16 is slower than float32)."""
+    if precision == "auto" and n_rows < BFLOAT16_FROM_ROWS:
+        return torch.float32
     if precision == "auto":
         try:
             native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()

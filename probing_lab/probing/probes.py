@@ -44,7 +44,8 @@ class ProbeConfig:
     seed: int = 0  # initialisation and minibatch order
     mix: bool = False  # learn a scalar mix of all layers with the probe (X is (N, n_layers, dim))
     # token and sentence probes (linear, adamw): the products in bfloat16 | float32 | auto (bfloat16 where the
-    # CPU has it). Span probes stay float32: bfloat16 rows made their step 0.82x (L0) / 0.54x (mix) as fast
+    # CPU has it, from heads.BFLOAT16_FROM_ROWS training rows). Span probes stay float32: bfloat16 rows made
+    # their step 0.82x (L0) / 0.54x (mix) as fast
     precision: str = "auto"
 
     POSITIVE = ("lbfgs_steps", "hidden", "rank", "lr", "epochs", "batch_size", "lr_decay")  # the rest: >= 0
@@ -154,7 +155,7 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
         raise ValueError("mix=True needs features (N, n_layers, dim)")
     mean, std = _standardise(X)
     stacked = config.kind == "linear" and config.optimizer == "adamw"
-    dtype = products_dtype(config.precision) if stacked else torch.float32
+    dtype = products_dtype(config.precision, len(X)) if stacked else torch.float32
 
     def prep(rows, lo: int, hi: int) -> torch.Tensor:
         return ((torch.as_tensor(rows.read(lo, hi)) - mean) / std).to(dtype)
