@@ -55,13 +55,11 @@ def adamw_update(params: list, grads: list, moments: list, rates: list, step: in
         param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))
 
 
-# ``auto`` takes bfloat16 from this many training rows: there a probe trains on minibatches of 1,024
-# whose products are most of a step, and enough dev rows that the rounding does not move its early
-# stopping. On smaller sets bfloat16 was slower (subj_number_ewt, 9,700 sentences: 12.8 vs 9.7 s) and
-# moved scores (by up to 0.013 there; constdepth_ptb, 81,793 tokens: a control score by 0.00503), where
-# float32's one-thread fits gave the committed ones; from 200,000 rows (pos_ewt, deprel_ewt, deparc_ewt)
-# every score stayed within 0.0031.
-BFLOAT16_FROM_ROWS = 100_000
+# ``auto`` takes bfloat16 from this many training rows, where a probe's minibatches reach 1,024 rows
+# (``fit_probes`` takes a sixteenth of a smaller set) and the products are most of a step. On smaller
+# sets the conversions cost more than the products save (subj_number_ewt, 9,700 sentences: 12.8 vs
+# 9.7 s) and their early stopping moved with the rounding (scores by up to 0.013 there).
+BFLOAT16_FROM_ROWS = 16 * 1024
 
 
 def products_dtype(precision: str, n_rows: int = BFLOAT16_FROM_ROWS) -> torch.dtype:
