@@ -182,9 +182,9 @@ def run_experiment(
     an existing one follows ``fileio.check_output_dir`` (``force``: replace an earlier probe run
     there, or write into a new subfolder of a folder holding other files).
     ``on_progress(fraction, message)`` is called after each probed layer (of the model, then of the
-    random-init baseline). ``workers``: layer entries probed at once in forked processes (the
-    command line passes its threads; each layer's fits run on one thread however many, so the
-    numbers do not depend on it: ``layer_pool``)."""
+    random-init baseline). ``workers``: token and sentence layer entries probed at once in forked
+    processes, on one thread each (the command line passes its threads; with one, the fits run here
+    on the caller's threads): ``layer_pool``."""
     from ..elmo import ElmoBiLM
     from ..model_loading import load_model
     from ..paths import data_dir as resolve_data_dir

@@ -78,6 +78,15 @@ def products_dtype(precision: str, n_rows: int = BFLOAT16_FROM_ROWS) -> torch.dt
     return torch.bfloat16 if precision == "bfloat16" else torch.float32
 
 
+def _product_into(out: torch.Tensor, rows: torch.Tensor, other: torch.Tensor) -> None:
+    """``out = rows @ other`` in the rows' dtype (bfloat16: float32 accumulation, rounded once),
+    written into the float32 ``out``."""
+    if rows.dtype == out.dtype:
+        torch.mm(rows, other, out=out)
+    else:
+        out.copy_(torch.mm(rows, other.to(rows.dtype)))
+
+
 class StackedLinear:
     """Linear softmax probes side by side in one weight matrix ``(dim, heads * n_classes)``: one
     product gives every head's logits for a minibatch, the cross-entropy gradient is written out
@@ -151,23 +160,15 @@ class StackedLinear:
         p.scatter_add_(2, yb[..., None], self._minus_one.expand(len(xb), -1, -1))  # softmax minus one-hot
         g = p.view(len(xb), -1).div_(len(xb))  # d(mean cross-entropy) / d(logits), per head
         torch.sum(g, 0, out=self.grad[-1])
-        low = xb.dtype != torch.float32  # bfloat16 rows: the products in bfloat16, the rest in float32
         if Z is None:
-            if low:
-                self.grad[:-1].copy_(torch.mm(xb.T, g.to(xb.dtype)))
-            else:
-                torch.mm(xb.T, g, out=self.grad[:-1])
+            _product_into(self.grad[:-1], xb.T, g)
             grads = [self.grad]
         else:
             weights = torch.softmax(self.mix, -1)  # (H, n_layers)
             coef = self._per_column(self.gamma[:, None] * weights)  # (n_layers, H * K)
             # sum over layers of x_l.T @ (g * coef_l): one product over the (row, layer) pairs
-            G = (g[:, None] * coef).to(xb.dtype).view(-1, g.shape[1])  # (B * n_layers, H * K)
-            x2 = xb.reshape(-1, xb.shape[-1])
-            if low:
-                self.grad[:-1].copy_(x2.T @ G)
-            else:
-                torch.mm(x2.T, G, out=self.grad[:-1])
+            G = (g[:, None] * coef).view(-1, g.shape[1])  # (B * n_layers, H * K)
+            _product_into(self.grad[:-1], xb.reshape(-1, xb.shape[-1]).T, G)
             dcoef = (g[:, None] * Z).sum(0).view(-1, self.H, self.K).sum(-1).T  # (H, n_layers)
             dweights = dcoef * self.gamma[:, None]
             dmix = weights * (dweights - (dweights * weights).sum(-1, keepdim=True))  # through the softmax

@@ -217,7 +217,7 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
             for i in range(0, len(order), batch_size):
                 idx = order[i : i + batch_size]
                 xb = torch.index_select(Xc, 0, idx)  # faster than Xc[idx] on CPU, the same rows
-                yb = torch.index_select(Y[lo:hi], 0, idx)  # 5 us; Y[lo:hi][idx] took 45 us a step
+                yb = torch.index_select(Y[lo:hi], 0, idx)  # 7 us a step, Y[lo:hi][idx] 11 us
                 if stacked:
                     heads.step(xb, yb, active)
                     continue
