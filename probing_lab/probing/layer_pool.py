@@ -1,7 +1,7 @@
 """An experiment's layer entries probed side by side (the token and sentence probes): with several
 workers (``RunProgress.workers``; the command line gives one per ``--threads``) each entry's fits run
 in a forked worker process on one torch thread, so a layer's numbers are the same however many
-workers ran them, and the same as a run with ``--threads 1`` or a sweep's cell (one thread each).
+workers ran them, and the same as with one worker on one thread (``--threads 1``, a sweep's cell).
 With one worker the fits run in the caller, on its threads (the app: its sessions are threads of one
 process, whose torch setting is not theirs to change).
 
