@@ -34,6 +34,7 @@ def main() -> None:
     from probing_lab.model_loading import load_model
     from probing_lab.paths import data_dir
     from probing_lab.probing import tasks as T
+    from probing_lab.probing.heads import products_dtype
     from probing_lab.probing.probes import ProbeConfig, fit_probe
 
     loaded = load_model(args.model)
@@ -56,8 +57,6 @@ def main() -> None:
     probe = fit_probe(X, y, Xd, yd, len(index), ProbeConfig())
     t_torch = time.perf_counter() - t
     acc_torch = probe.accuracy(Xt, yt)
-    from probing_lab.probing.heads import products_dtype
-
     t = time.perf_counter()
     exact = fit_probe(X, y, Xd, yd, len(index), ProbeConfig(precision="float32"))
     t_exact = time.perf_counter() - t
