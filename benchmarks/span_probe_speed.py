@@ -1,7 +1,9 @@
 """The linear span probe's training step: written out (``StackedSpanLinear``, what ``fit_span_probes``
-runs for ``kind = "linear"``) against the same probes as torch modules with autograd and one
-``torch.optim.AdamW`` each (what it ran before, and still runs for an MLP or rank probe), measured
-in one run on the same minibatches of a real experiment (a task head and its control head).
+runs for ``kind = "linear"``: each minibatch's tokens projected once, ``span_batches.token_batch``)
+against the same probes as torch modules with autograd and one ``torch.optim.AdamW`` each (an MLP or
+rank probe's path: every span's rows copied out, ``span_batches.gather_spans``), measured in one run on
+the same minibatches (whole sentences' spans) of a real experiment (a task head and its control head),
+reading the minibatch included.
 
     python benchmarks/span_probe_speed.py [probes/constituents_ptb.toml] [--layer 0] [--steps 150]
 
@@ -39,16 +41,9 @@ def main() -> None:
     from probing_lab.probing.config import Experiment
     from probing_lab.probing.experiment import load_experiment_splits
     from probing_lab.probing.runners.span import span_rows
+    from probing_lab.probing.span_batches import gather_spans, sentence_batches, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
-    from probing_lab.probing.span_probe import (
-        SpanInputs,
-        SpanProbe,
-        _spans,
-        _token_statistics,
-        gather_spans,
-        length_batches,
-        standardised,
-    )
+    from probing_lab.probing.span_probe import SpanInputs, SpanProbe, _spans, _token_statistics, standardised
 
     exp = Experiment.load(args.experiment)
     loaded = load_model(args.model)
@@ -57,7 +52,8 @@ def main() -> None:
     index = T.LabelIndex(labels)
     control = index.encode(T.span_control_labels(split.sentences, labels, exp.seed))
     Y = torch.as_tensor(np.stack([index.encode(labels), control], 1))
-    X = SpanInputs(split.layer(args.layer), span1, span2)
+    units = np.searchsorted(split.features.offsets, span1[:, 0], side="right") - 1
+    X = SpanInputs(split.layer(args.layer), span1, span2, units)
     config = exp.probe_config(mix=args.layer == "mix")
     n_layers = X.tokens.shape[1] if config.mix else 1
 
@@ -75,11 +71,11 @@ def main() -> None:
     ]
     mean, std = _token_statistics(X)
     source = standardised(X.tokens, mean, std)
-    batches = length_batches(X, config.batch_size, torch.Generator().manual_seed(config.seed))[: args.steps]
-    gathered = [gather_spans(source, _spans(X, idx)) for idx in batches]
+    batches = sentence_batches(units, config.batch_size, torch.Generator().manual_seed(config.seed))[: args.steps]
 
     def autograd_step(i: int) -> None:
-        loss = sum(torch.nn.functional.cross_entropy(m(gathered[i]), Y[batches[i], h]) for h, m in enumerate(modules))
+        gathered = gather_spans(source, _spans(X, batches[i]))
+        loss = sum(torch.nn.functional.cross_entropy(m(gathered), Y[batches[i], h]) for h, m in enumerate(modules))
         for optimizer in optimizers:
             optimizer.zero_grad()
         loss.backward()
@@ -87,7 +83,7 @@ def main() -> None:
             optimizer.step()
 
     def written_out_step(i: int) -> None:
-        stacked.step(gathered[i], Y[batches[i]], [0, 1])
+        stacked.step(token_batch(source, _spans(X, batches[i])), Y[batches[i]], [0, 1])
 
     paths = {"autograd modules": autograd_step, "written out": written_out_step}
     best = {name: float("inf") for name in paths}
@@ -97,7 +93,7 @@ def main() -> None:
             for i in range(len(batches)):
                 step(i)
             best[name] = min(best[name], (time.perf_counter() - t) / len(batches))
-    lengths = np.concatenate([g[0][2].numpy() for g in gathered])
+    lengths = np.concatenate([X.lengths[idx] for idx in batches])
     print(
         f"{exp.name} layer {args.layer}: {len(X)} spans, {len(index)} labels, {len(batches)} minibatches of "
         f"{config.batch_size} (mean span length {lengths.mean():.1f}), dim {X.tokens.shape[-1]}, {args.threads} threads"
@@ -105,10 +101,10 @@ def main() -> None:
     for name, seconds in best.items():
         print(f"  {name:18s} {seconds * 1e3:6.2f} ms a minibatch")
     print(f"  ratio              {best['autograd modules'] / best['written out']:.2f}x")
+    spans = _spans(X, batches[0])
     with torch.no_grad():
-        differ = max(
-            float((stacked.logits(gathered[0])[:, h] - m(gathered[0])).abs().max()) for h, m in enumerate(modules)
-        )
+        logits = stacked.logits(token_batch(source, spans))
+        differ = max(float((logits[:, h] - m(gather_spans(source, spans))).abs().max()) for h, m in enumerate(modules))
     print(f"  largest logit difference after {3 * len(batches)} steps: {differ:.2e}")
 
 

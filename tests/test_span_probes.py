@@ -206,18 +206,22 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
 
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("mix", [False, True])
-def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs):
+@pytest.mark.parametrize("one_token", [False, True])
+def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_token):
     """The linear span probes' fast path (the gradient of the endpoints, the attention pool, the
-    classifier and the mix, and AdamW, written out) gives the numbers of the modules trained with
-    autograd."""
+    classifier and the mix, and AdamW, written out; a role of one-token spans with its three blocks
+    summed) gives the numbers of the modules trained with autograd."""
+    from probing_lab.probing.span_batches import gather_spans, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
-    from probing_lab.probing.span_probe import SpanProbe, gather_spans
+    from probing_lab.probing.span_probe import SpanProbe
 
     rng = np.random.default_rng(0)
     n_layers, dim, k = (3 if mix else 1), 8, 4
     tokens = torch.as_tensor(rng.normal(size=(200, n_layers, dim) if mix else (200, dim)), dtype=torch.float32)
     starts = rng.integers(0, 150, size=(6, 32, 2 if pairs else 1))
-    lengths = rng.integers(1, 12, size=starts.shape)  # several lengths per minibatch: padding and masks
+    lengths = rng.integers(1, 12, size=starts.shape)  # several lengths per minibatch, overlapping spans
+    if one_token:
+        lengths[..., 0] = 1  # the first role's spans all one token long
     labels = torch.as_tensor(rng.integers(0, k, size=(6, 32, 2)))
     cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=mix)
     modules = []
@@ -228,9 +232,9 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs):
     optimizers = [torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) for m in modules]
     for step in range(6):
         spans = [torch.as_tensor(np.stack([s, s + n], 1)) for s, n in zip(starts[step].T, lengths[step].T)]
-        gathered = gather_spans(tokens, spans)
+        gathered, batch = gather_spans(tokens, spans), token_batch(tokens, spans)
         active = [0, 1] if step < 4 else [1]  # head 0 stops after four steps
-        stacked.step(gathered, labels[step], active)
+        stacked.step(batch, labels[step], active)
         for h in active:
             optimizers[h].zero_grad()
             torch.nn.functional.cross_entropy(modules[h](gathered), labels[step][:, h]).backward()
@@ -244,7 +248,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs):
                 # autograd it is rounding noise, which AdamW scales up to steps of the learning rate
                 continue
             assert torch.allclose(value, theirs, atol=1e-6), name
-        assert torch.allclose(stacked.logits(gathered)[:, h], module(gathered), atol=1e-5)
+        assert torch.allclose(stacked.logits(batch)[:, h], module(gathered), atol=1e-5)
     if mix:
         assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
 

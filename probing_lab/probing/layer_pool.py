@@ -1,20 +1,19 @@
-"""An experiment's layer entries probed side by side (the token and sentence probes): with several
-workers (``RunProgress.workers``; the command line gives one per ``--threads``) each entry's fits run
-in a forked worker process on one torch thread, so a layer's numbers are the same however many
-workers ran them, and the same as with one worker on one thread (``--threads 1``, a sweep's cell).
+"""An experiment's layer entries probed side by side (the token, sentence and span probes): with
+several workers (``RunProgress.workers``; the command line gives one per ``--threads``) each entry's
+fits run in a forked worker process on one torch thread, so a layer's numbers are the same however
+many workers ran them, and the same as with one worker on one thread (``--threads 1``, a sweep's cell).
 With one worker the fits run in the caller, on its threads (the app: its sessions are threads of one
 process, whose torch setting is not theirs to change).
 
-Why processes, and one thread each: a token probe's step is a few dozen small tensor operations (a
-1,024-row minibatch of 256 numbers), which two threads barely speed up; two fits at once, one per
-core, do. Threads in one process would share torch's global random generator (probe initialisation,
-dropout) and so change each other's numbers; forked processes each have their own.
+Why processes, and one thread each: a probe's step is a few dozen small tensor operations (a token
+probe's 1,024-row minibatch of 256 numbers; a span probe's few hundred tokens of whole sentences),
+which two threads barely speed up; two fits at once, one per core, do. Threads in one process would
+share torch's global random generator (probe initialisation, dropout) and so change each other's
+numbers; forked processes each have their own.
 
-Not for the span and structural probes, measured on 2 cores: a span step is a few large,
-memory-bound passes over the gathered token rows, which two threads do speed up (constituents_ptb's
-probes 124 s one layer at a time on two threads, 129 s two layers at once on one thread each); the
-structural probes gained 1.19x (85.8 -> 71.9 s) but their Adam-trained distances moved by up to
-0.0096 UUAS (the mix) with the threads' rounding, more than a rerun should.
+Not for the structural probes, measured on 2 cores: they gained 1.19x (85.8 -> 71.9 s) but their
+Adam-trained distances moved by up to 0.0096 UUAS (the mix) with the threads' rounding, more than a
+rerun should.
 """
 
 from __future__ import annotations

@@ -11,48 +11,49 @@ from torch import nn
 
 from .heads import adamw_update
 from .probes import ProbeConfig
-
-
-def _mixed(x: torch.Tensor, coef: torch.Tensor, dim: int = -2) -> torch.Tensor:
-    """Sum over the layer axis ``dim`` of ``x`` weighted by ``coef`` (which broadcasts to it)."""
-    return (x * coef).sum(dim)
+from .span_batches import TokenBatch
 
 
 class StackedSpanLinear:
     """Linear span probes (``kind = "linear"``) side by side, as :class:`~.heads.StackedLinear` is for
-    token probes: the heads' weights in one matrix per span role, the gradient written out, AdamW
-    with a learning rate per head (:func:`~.heads.adamw_update`).
+    token probes: the heads' weights in one matrix, the gradient written out, AdamW with a learning
+    rate per head (:func:`~.heads.adamw_update`).
 
-    Per span role: the attention scores of every token (one product for all heads), each head's
-    pool (one ``bmm``), then the first token, the last token and each head's pool times their
-    classifier blocks; no ``(B, 3 * dim)`` representation is formed. (Projecting every token with the
-    pool block before pooling costs ``length x n_classes`` products per span: 3x the arithmetic on
-    constituents.) A minibatch of one-token spans skips the attention: its token is the first, the
-    last and the pool. With a mix, every product is taken per layer and each head mixes the results
-    (all of it is linear in the mix), so no mixed copy of the rows is formed.
+    A step reads a :class:`~.span_batches.TokenBatch` (whole sentences' spans, each token once):
+    every token is projected once onto all columns (first, last, pool and attention, every head and
+    span role: one product), then each span takes its first and last token's projections and the
+    attention-weighted sum of its tokens' pool projections (every (span, token) pair unpadded, a
+    softmax within each span). Projecting before pooling is what sharing tokens pays for: a sentence's
+    ~25 tokens serve its ~25 constituents. With a mix, each layer is projected and each head's columns
+    mix the results (all of it is linear in the mix).
 
-    ``W[r]``: ``(dim, 3 * H * K + H)``, columns ``[first | last | pool]`` (each ``H * K``, head by
-    head) then the ``H`` attention vectors; ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``.
-    Built from ``span_probe.SpanProbe`` modules initialised as a probe trained alone is."""
+    ``W_all``: ``(dim, R * C)``, per span role ``r`` the view ``W[r]`` ``(dim, C = 3 * H * K + H)``,
+    columns ``[first | last | pool]`` (each ``H * K``, head by head) then the ``H`` attention vectors;
+    ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``. Built from ``span_probe.SpanProbe``
+    modules initialised as a probe trained alone is."""
 
     def __init__(self, modules: list[nn.Module], config: ProbeConfig):
         first = modules[0]
         self.H, self.K = len(modules), first.net.out_features
         dim = first.attention[0].in_features
-        self.W, self.c = [], []
+        Ws, self.c = [], []
         for r in range(len(first.attention)):
             blocks = [
                 torch.cat([m.net.weight.detach()[:, (3 * r + p) * dim : (3 * r + p + 1) * dim].T for m in modules], 1)
                 for p in range(3)
             ]
             blocks.append(torch.cat([m.attention[r].weight.detach().T for m in modules], 1))
-            self.W.append(torch.cat(blocks, 1).contiguous())
+            Ws.append(torch.cat(blocks, 1))
             self.c.append(torch.cat([m.attention[r].bias.detach() for m in modules]).clone())
+        self.W_all = torch.cat(Ws, 1).contiguous()  # (dim, R * C): every role's columns, one product
+        C = Ws[0].shape[1]
+        self.W = [self.W_all[:, r * C : (r + 1) * C] for r in range(len(Ws))]  # views, per role
+        self._head_of_column = self._per_column(torch.arange(self.H))
         self.b = torch.cat([m.net.bias.detach() for m in modules]).clone()
         mixed = first.mix_weights is not None
         self.mix = torch.stack([m.mix_weights.detach() for m in modules]).clone() if mixed else None  # (H, n_layers)
         self.gamma = torch.stack([m.gamma.detach() for m in modules]).clone() if mixed else None
-        self.params = self.W + self.c + [self.b] + ([self.mix, self.gamma] if mixed else [])
+        self.params = [self.W_all] + self.c + [self.b] + ([self.mix, self.gamma] if mixed else [])
         self.moments = [(torch.zeros_like(t), torch.zeros_like(t)) for t in self.params]
         self.lr = torch.full((self.H,), config.lr)
         self.weight_decay, self.steps = config.weight_decay, 0
@@ -64,108 +65,106 @@ class StackedSpanLinear:
         pass  # no dropout
 
     def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
-        """``(H, ...)`` -> ``(..., 3 * H * K + H)``: each head's value on its columns of ``W[r]``."""
+        """``(H, ...)`` -> ``(..., R * (3 * H * K + H))``: each head's value on its columns of ``W_all``."""
         per_head = per_head.T if per_head.dim() > 1 else per_head
         k = per_head.repeat_interleave(self.K, -1)
-        return torch.cat([k, k, k, per_head], -1)
-
-    def _span_grads(self, g, coef, h, ends, Z, S, alpha, pooled, pool_weights, Zp) -> tuple:
-        """One span role's gradient of ``W[r]`` and (with a mix) of the coefficients ``(nl, H)``."""
-        H, K, dim = self.H, self.K, h.shape[-1]
-        B, L, HK = len(g), len(alpha[0]), H * K
-        gh, d_coef = g.view(B, H, K), None
-        dZ, dZp = g[:, None].expand(B, 2, HK), gh
-        if coef is not None:  # d loss / d coef from each mixed product, then each layer's share
-            d_coef = (dZ[:, :, None] * Z).sum((0, 1)).view(-1, H, K).sum(-1) + (gh[:, :, None] * Zp).sum((0, 3)).T
-            dZ = dZ[:, :, None] * coef.T.repeat_interleave(K, -1)
-            dZp = gh[:, :, None] * coef[..., None]  # (B, H, nl, K)
-        d_pool_weights = torch.einsum("bh...d,bh...k->dhk", pooled, dZp).reshape(dim, HK)
-        d_pooled = torch.einsum("bh...k,hdk->bh...d", dZp, pool_weights)  # (B, H, [nl,] dim)
-        d_alpha = torch.bmm(d_pooled.reshape(B, H, -1), h.reshape(B, L, -1).transpose(1, 2)).transpose(1, 2)
-        d_scores = alpha * (d_alpha - (alpha * d_alpha).sum(1, keepdim=True))  # (B, L, H): through the softmax
-        if coef is not None:
-            d_coef = d_coef + (d_scores[:, :, None] * S).sum((0, 1))
-            d_scores = d_scores[:, :, None] * coef.T  # (B, L, nl, H)
-        grad = torch.cat(
-            [
-                ends[:, 0].reshape(-1, dim).T @ dZ[:, 0].reshape(-1, HK),
-                ends[:, 1].reshape(-1, dim).T @ dZ[:, 1].reshape(-1, HK),
-                d_pool_weights,
-                h.reshape(-1, dim).T @ d_scores.reshape(-1, H),
-            ],
-            1,
-        )
-        return grad, d_coef
-
-    def _one_token_grads(self, g, coef, x, Z) -> tuple:
-        """As :meth:`_span_grads` for a minibatch of one-token spans: the three classifier blocks
-        read the same vector ``x`` (their gradients are equal), the attention has none."""
-        H, K, dim, d_coef, dZ = self.H, self.K, x.shape[-1], None, g
-        if coef is not None:
-            d_coef = (g[:, None] * Z).sum(0).view(-1, H, K).sum(-1)
-            dZ = g[:, None] * coef.T.repeat_interleave(K, -1)
-        block = x.reshape(-1, dim).T @ dZ.reshape(-1, H * K)
-        return torch.cat([block, block, block, torch.zeros(dim, H)], 1), d_coef
+        return torch.cat([k, k, k, per_head], -1).repeat(*([1] * (per_head.dim() - 1)), len(self.W))
 
     def _coefficients(self) -> Optional[torch.Tensor]:
         """Each head's layer coefficients ``gamma * softmax(w)``, ``(H, n_layers)``; None without a mix."""
         return None if self.mix is None else self.gamma[:, None] * torch.softmax(self.mix, -1)
 
-    def _forward(self, gathered: list) -> tuple[torch.Tensor, list]:
-        """Logits ``(B, H * K)`` and, per role, what the gradient needs. With a mix, every
-        product is taken per layer and the heads mix the results (``_mixed``)."""
-        H, K, coef = self.H, self.K, self._coefficients()
-        HK = H * K
-        logits, saved = self.b, []
-        per_column = None if coef is None else coef.T.repeat_interleave(K, -1)  # (nl, HK)
-        for (h, mask, lengths), W, c in zip(gathered, self.W, self.c):
-            B, L = mask.shape
-            if L == 1:  # one token is each span's first, last and pool (the softmax of one score is 1)
-                Z = h[:, 0] @ (W[:, :HK] + W[:, HK : 2 * HK] + W[:, 2 * HK : 3 * HK])  # (B, [nl,] HK)
-                logits = logits + (Z if coef is None else _mixed(Z, per_column))
-                saved.append((h[:, 0], Z))
-                continue
-            ends = torch.stack([h[:, 0], h[torch.arange(B), lengths - 1]], 1)  # (B, 2, [nl,] dim)
-            Z = torch.stack([ends[:, 0] @ W[:, :HK], ends[:, 1] @ W[:, HK : 2 * HK]], 1)  # (B, 2, [nl,] HK)
-            S = h @ W[:, 3 * HK :]  # attention scores (B, L, [nl,] H)
-            scores = (S if coef is None else _mixed(S, coef.T)) + c
-            alpha = torch.softmax(scores.masked_fill(~mask[..., None], float("-inf")), 1)  # (B, L, H)
-            pooled = torch.bmm(alpha.transpose(1, 2), h.reshape(B, L, -1)).view(B, H, *h.shape[2:])
-            pool_weights = W[:, 2 * HK : 3 * HK].reshape(-1, H, K).transpose(0, 1)  # (H, dim, K)
-            Zp = torch.einsum("bh...d,hdk->bh...k", pooled, pool_weights)  # (B, H, [nl,] K)
-            if coef is None:
-                logits = logits + Z.sum(1) + Zp.reshape(B, HK)
-            else:
-                logits = logits + _mixed(Z, per_column).sum(1) + _mixed(Zp, coef[..., None], -2).reshape(B, HK)
-            saved.append((h, ends, Z, S, alpha, pooled, pool_weights, Zp))
-        return logits, saved
+    def _weights(self, single: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The columns a minibatch projects its tokens onto, and each column's head: ``W_all``, except
+        that a span role whose spans are all one token long has its first, last and pool blocks
+        summed (they read the same token) and no attention column (the softmax of one score is 1)."""
+        HK, C = self.H * self.K, self.W[0].shape[1]
+        if not any(single):
+            return self.W_all, self._head_of_column
+        blocks = [W[:, :HK] + W[:, HK : 2 * HK] + W[:, 2 * HK : 3 * HK] if one else W for W, one in zip(self.W, single)]
+        heads = [self._head_of_column[: HK if one else C] for one in single]
+        return torch.cat(blocks, 1), torch.cat(heads)
 
-    def logits(self, gathered: list) -> torch.Tensor:
+    def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
+        """Logits ``(B, H * K)`` and what the gradient needs: every token's projection ``(n, [nl,]
+        columns)``, the columns' heads, and per span role the attention ``(P, H)`` and the pool
+        projections ``(P, H, K)`` of every (span, token) pair (None for a role of one-token spans)."""
+        H, K, HK, C = self.H, self.K, self.H * self.K, self.W[0].shape[1]
+        single = [len(rows) == len(first) for first, _, rows, _ in batch.roles]
+        W, heads = self._weights(single)
+        coef = self._coefficients()
+        P = batch.tokens @ W  # (n, [nl,] columns): each token projected once for all its spans
+        mixed = P if coef is None else (P * coef.T[:, heads]).sum(1)
+        logits, pairs, at = self.b, [], 0
+        for r, ((first, last, rows, span_of), one) in enumerate(zip(batch.roles, single)):
+            Pr = mixed[:, at : at + (HK if one else C)]
+            at += Pr.shape[1]
+            if one:
+                logits = logits + Pr[first]
+                pairs.append(None)
+                continue
+            B = len(first)
+            logits = logits + Pr[first, :HK] + Pr[last, HK : 2 * HK]
+            G = Pr[:, 2 * HK :].index_select(0, rows)  # (P, HK + H): pool projections, scores
+            scores = G[:, HK:] + self.c[r]
+            top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
+            e = (scores - top[span_of]).exp_()
+            alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
+            V = G[:, :HK].view(-1, H, K)
+            logits = logits + torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
+            pairs.append((alpha, V))
+        return logits, (P, heads, pairs)
+
+    def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
-        out = self._forward(gathered)[0]
+        out = self._forward(batch)[0]
         return out.view(len(out), self.H, self.K)
 
-    def step(self, gathered: list, yb: torch.Tensor, active: list[int]) -> None:
+    def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, saved = self._forward(gathered)
-        H, K, coef = self.H, self.K, self._coefficients()
-        B, HK = len(yb), H * K
+        logits, (P, heads, pairs) = self._forward(batch)
+        H, K, HK, coef = self.H, self.K, self.H * self.K, self._coefficients()
+        B = len(yb)
         p = torch.softmax(logits.view(B, H, K), -1)
         p.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
         g = p.view(B, HK) / B  # d(mean cross-entropy) / d(logits), per head
-        # per span role (saved as (x, Z) when its spans are one token long): the gradient of W[r]
-        # and, with a mix, of the layer coefficients
-        roles = [self._one_token_grads(g, coef, *r) if len(r) == 2 else self._span_grads(g, coef, *r) for r in saved]
-        dW = [grad for grad, _ in roles]
+        n, parts = len(batch.tokens), []  # d loss / d each token's projection, column block by block
+        for (first, last, rows, span_of), kept in zip(batch.roles, pairs):
+            parts.append(torch.zeros(n, HK).index_add_(0, first, g))
+            if kept is None:
+                continue
+            alpha, V = kept
+            gv = g.index_select(0, span_of).view(-1, H, K)
+            d_alpha = (V * gv).sum(-1)  # (P, H)
+            centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
+            dG = torch.cat([(alpha[..., None] * gv).view(-1, HK), alpha * (d_alpha - centre)], 1)  # softmax
+            parts += [torch.zeros(n, HK).index_add_(0, last, g), torch.zeros(n, HK + H).index_add_(0, rows, dG)]
+        d_mixed = torch.cat(parts, 1)  # (n, columns)
+        tokens = batch.tokens
+        if coef is None:
+            dW = tokens.T @ d_mixed
+        else:
+            per_column = coef.T[:, heads]  # (nl, columns)
+            dW = tokens.reshape(-1, tokens.shape[-1]).T @ (d_mixed[:, None] * per_column).reshape(-1, len(heads))
+            d_column = (d_mixed[:, None] * P).sum(0)  # (nl, columns): d loss / d each column's coefficient
+            per_head = torch.zeros(len(d_column), H).index_add_(1, heads, d_column).T  # (H, nl)
+        if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
+            blocks, at = [], 0
+            for kept in pairs:
+                width = HK if kept is None else self.W[0].shape[1]
+                d = dW[:, at : at + width]
+                at += width
+                blocks += [d] if kept is not None else [d, d, d, torch.zeros(len(d), H)]
+            dW = torch.cat(blocks, 1)
         # the attention biases shift all of a softmax's scores: their gradient is 0
-        grads = dW + [torch.zeros_like(c) for c in self.c] + [g.sum(0)]
+        grads = [dW] + [torch.zeros_like(c) for c in self.c] + [g.sum(0)]
         if coef is not None:
-            weights, per_head = torch.softmax(self.mix, -1), sum(d for _, d in roles).T  # (H, nl)
+            weights = torch.softmax(self.mix, -1)
             dweights = per_head * self.gamma[:, None]
             grads += [weights * (dweights - (dweights * weights).sum(-1, keepdim=True)), (per_head * weights).sum(-1)]
         lr = torch.zeros(H)
         lr[active] = self.lr[active]
-        rates = [self._per_column(lr)] * len(self.W) + [lr] * len(self.c) + [lr.repeat_interleave(K)]
+        rates = [self._per_column(lr)] + [lr] * len(self.c) + [lr.repeat_interleave(K)]
         rates += [lr[:, None], lr] if coef is not None else []
         self.steps += 1
         adamw_update(self.params, grads, self.moments, rates, self.steps, self.weight_decay)

@@ -8,13 +8,15 @@ the tokens are ``(n_layers, dim)`` and a scalar mix of the layers is learned wit
 
 ``fit_span_probe(X, y, X_dev, y_dev, n_classes, config)`` has the signature of ``fit_probe``, with
 :class:`SpanInputs` for ``X``, so the shared runner code (control task, online-code MDL) takes it.
-Training is AdamW on minibatches of spans of similar length (:func:`length_batches`: little padding)
-with early stopping on dev accuracy (``heads.train_with_early_stopping``); ``optimizer = "lbfgs"`` is
-refused (the attention pool is not a convex problem). A linear probe (the edge-probing default) trains
-as :class:`~.span_heads.StackedSpanLinear` (gradient and AdamW written out, no autograd); an MLP or rank probe as
-torch modules. Token features are standardised once with the training tokens' mean and deviation
-(one float32 copy of the token matrix). ``fit_span_probes`` trains the probes of several
-label sets (a task and its control task) on the same minibatches, gathered once.
+Training is AdamW with early stopping on dev accuracy (``heads.train_with_early_stopping``);
+``optimizer = "lbfgs"`` is refused (the attention pool is not a convex problem). A linear probe (the
+edge-probing default) trains as :class:`~.span_heads.StackedSpanLinear` (gradient and AdamW written
+out, no autograd) on minibatches of whole sentences' spans (``SpanInputs.units``), as jiant's edge
+probing does, with each token read once (:mod:`.span_batches`); an MLP or rank probe as torch modules
+on minibatches of spans of similar length (little padding). Token features are standardised once
+with the training tokens' mean and deviation (one float32 copy of the token matrix).
+``fit_span_probes`` trains the probes of several label sets (a task and its control task) on the
+same minibatches, read once.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch import nn
 
 from .heads import ModuleHeads, train_with_early_stopping
 from .probes import ProbeConfig, classifier
+from .span_batches import gather_spans, length_batches, sentence_batches, token_batch
 from .span_heads import StackedSpanLinear
 
 
@@ -38,17 +41,31 @@ class SpanInputs:
 
     ``tokens``: ``(n_tokens, dim)``, or ``(n_tokens, n_layers, dim)`` for a mix, every sentence's
     tokens in order; ``span1``/``span2``: ``(n, 2)`` rows ``[start, end)`` into ``tokens`` (``span2``
-    None: single spans). Indexing selects spans and keeps the tokens (what online MDL needs)."""
+    None: single spans); ``units``: each example's sentence (what the linear probe's minibatches keep
+    together; None: every example its own). Indexing selects spans and keeps the tokens (what online
+    MDL needs)."""
 
     tokens: np.ndarray
     span1: np.ndarray
     span2: Optional[np.ndarray] = None
+    units: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.span1)
 
     def __getitem__(self, idx) -> "SpanInputs":
-        return SpanInputs(self.tokens, self.span1[idx], None if self.span2 is None else self.span2[idx])
+        pick = lambda a: None if a is None else a[idx]  # noqa: E731
+        return SpanInputs(self.tokens, self.span1[idx], pick(self.span2), pick(self.units))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Each example's length in tokens (of the longer span of a pair)."""
+        lengths = self.span1[:, 1] - self.span1[:, 0]
+        return lengths if self.span2 is None else np.maximum(lengths, self.span2[:, 1] - self.span2[:, 0])
+
+    def sentence_ids(self) -> np.ndarray:
+        """``units``, or each example its own unit."""
+        return np.arange(len(self)) if self.units is None else np.asarray(self.units)
 
     @property
     def n_spans(self) -> int:
@@ -91,45 +108,12 @@ class SpanProbe(nn.Module):
         return self.net(torch.cat(parts, -1))
 
 
-def gather_spans(source: torch.Tensor, spans: list[torch.Tensor]) -> list[tuple]:
-    """Per span role, ``(h, mask, lengths)``: the span's token rows ``(B, L, [n_layers,] dim)`` of
-    ``source`` (padding repeats the first row), which of them are real, and each span's length.
-    Read once per minibatch, for every probe trained on it."""
-    out = []
-    for span in spans:
-        lengths = span[:, 1] - span[:, 0]
-        steps = torch.arange(int(lengths.max()))
-        mask = steps[None] < lengths[:, None]
-        rows = torch.where(mask, span[:, :1] + steps[None], span[:, :1])
-        h = torch.index_select(source, 0, rows.reshape(-1)).view(*rows.shape, *source.shape[1:])
-        out.append((h, mask, lengths))
-    return out
-
-
 def standardised(tokens: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """The token matrix as float32, standardised once (in place on the float32 copy, in chunks)."""
     source = torch.from_numpy(np.array(tokens, dtype=np.float32))
     for i in range(0, len(source), 65536):
         source[i : i + 65536].sub_(mean).div_(std)
     return source
-
-
-def length_batches(X: SpanInputs, batch_size: int, generator: Optional[torch.Generator] = None) -> list[np.ndarray]:
-    """Batches of span indices of similar length (a batch is padded to its longest span, and
-    constituents run from 1 to 50+ tokens); with ``generator``, ties are broken at random and the
-    batches come in a random order (training), else in order of length (prediction)."""
-    lengths = X.span1[:, 1] - X.span1[:, 0]
-    if X.span2 is not None:
-        lengths = np.maximum(lengths, X.span2[:, 1] - X.span2[:, 0])
-    if generator is None:
-        order = np.argsort(lengths, kind="stable")
-    else:
-        shuffled = torch.randperm(len(X), generator=generator).numpy()
-        order = shuffled[np.argsort(lengths[shuffled], kind="stable")]
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if generator is not None:
-        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
-    return batches
 
 
 def _spans(X: SpanInputs, idx=None) -> list[torch.Tensor]:
@@ -152,7 +136,7 @@ class TrainedSpanProbe:
         self.module.eval()
         source = standardised(X.tokens, self.mean, self.std)
         out = np.zeros((len(X), self.n_classes), dtype=np.float32)
-        for idx in length_batches(X, batch_size):
+        for idx in length_batches(X.lengths, batch_size):
             out[idx] = torch.softmax(self.module(gather_spans(source, _spans(X, idx))), -1).numpy()
         return out
 
@@ -222,18 +206,26 @@ def fit_span_probes(
             m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True
         )
         heads = ModuleHeads([(module, optimizer(module)) for module in modules])
+    # a linear probe reads whole sentences' spans with their tokens once (TokenBatch); modules read
+    # spans of similar length, each span's rows copied out
+    if stacked:
+        batches = lambda X, size, g=None: sentence_batches(X.sentence_ids(), size, g)  # noqa: E731
+        read = token_batch
+    else:
+        batches = lambda X, size, g=None: length_batches(X.lengths, size, g)  # noqa: E731
+        read = gather_spans
     source = standardised(tokens, mean, std)
     dev_source = standardised(X_dev.tokens, mean, std) if len(X_dev) else None
-    dev_batches = length_batches(X_dev, 1024) if len(X_dev) else []
+    dev_batches = batches(X_dev, 1024) if len(X_dev) else []
     batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
     def run_epoch(active: list[int]) -> None:
-        for idx in length_batches(X, batch_size, g):
-            gathered = gather_spans(source, _spans(X, idx))
+        for idx in batches(X, batch_size, g):
+            batch = read(source, _spans(X, idx))
             if stacked:
-                heads.step(gathered, Y[idx], active)
+                heads.step(batch, Y[idx], active)
                 continue
-            loss = sum(F.cross_entropy(heads.pairs[h][0](gathered), Y[idx, h]) for h in active)
+            loss = sum(F.cross_entropy(heads.pairs[h][0](batch), Y[idx, h]) for h in active)
             for h in active:
                 heads.pairs[h][1].zero_grad()
             loss.backward()  # each head's gradient is that of its own loss
@@ -245,12 +237,12 @@ def fit_span_probes(
             return [0.0] * len(active)
         right = np.zeros(len(active))
         for idx in dev_batches:
-            gathered = gather_spans(dev_source, _spans(X_dev, idx))
+            batch = read(dev_source, _spans(X_dev, idx))
             if stacked:
-                right += (heads.logits(gathered)[:, active].argmax(-1).numpy() == Yd[idx][:, active]).sum(0)
+                right += (heads.logits(batch)[:, active].argmax(-1).numpy() == Yd[idx][:, active]).sum(0)
                 continue
             for k, h in enumerate(active):
-                right[k] += (heads.pairs[h][0](gathered).argmax(-1).numpy() == Yd[idx, h]).sum()
+                right[k] += (heads.pairs[h][0](batch).argmax(-1).numpy() == Yd[idx, h]).sum()
         return (right / len(Yd)).tolist()
 
     results = train_with_early_stopping(heads, run_epoch, dev_accuracies, config)

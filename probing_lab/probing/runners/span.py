@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 from .. import tasks as T
+from ..layer_pool import probe_layers
 from ..span_probe import SpanInputs, fit_span_probes
 from .classify import classify_layer, said
 
@@ -56,21 +57,21 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
             r: index.encode(T.span_control_labels(s.sentences, labels["train"], exp.seed)) for r, s in splits.items()
         }
     order = np.random.default_rng(exp.seed).permutation(len(y["train"]))
-    results = {}
-    for key in exp.layer_keys:
+    # each example's sentence (of its first span): the linear probe's minibatches keep them together
+    units = {r: np.searchsorted(s.features.offsets, spans[r][0][:, 0], side="right") - 1 for r, s in splits.items()}
+
+    def fit_layer(key: str) -> dict:
         config = exp.probe_config(mix=key == "mix")
-        X = {r: SpanInputs(splits[r].layer(key), spans[r][0], spans[r][1]) for r in ("train", "dev", "test")}
-        entry = classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probes)
-        report.layer_done(said(key, entry))
-        results[key] = entry
-        del X
+        X = {r: SpanInputs(splits[r].layer(key), *spans[r][:2], units[r]) for r in ("train", "dev", "test")}
+        return classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probes)
+
+    results = probe_layers(exp.layer_keys, fit_layer, report, said)
     majority = index.labels[0]
     lengths = Counter(int(e - s) for s, e in spans["train"][0])
     right = np.asarray(labels["test"]) == majority
-    unit = np.searchsorted(splits["test"].features.offsets, spans["test"][0][:, 0], side="right") - 1
     extra = {
         "majority": float(right.mean()),
-        "_test": {"unit": unit, "unit_name": "sentence", "majority": right},
+        "_test": {"unit": units["test"], "unit_name": "sentence", "majority": right},
         "majority_is": f"the most frequent training label ({majority!r})",
         "span_pairs": pairs["train"],
         "n_labels": len(index),

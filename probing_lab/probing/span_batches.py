@@ -1,0 +1,102 @@
+"""How labelled spans become minibatches, for the span probe (:mod:`.span_probe`).
+
+Two shapes of minibatch:
+
+- :func:`sentence_batches` + :func:`token_batch` (the linear probe): the spans of a few whole sentences,
+  as in jiant's edge probing, with the tokens they cover read once (:class:`TokenBatch`); a
+  sentence's ~25 tokens serve its ~25 spans, so each token is projected once per step rather than
+  once per span that contains it (constituents average 8.5 tokens).
+- :func:`length_batches` + :func:`gather_spans` (an MLP or rank probe, and prediction): spans of
+  similar length from anywhere, each span's token rows copied out, padded to the longest.
+
+``spans`` below are, per span role (one, or two for span pairs), ``(B, 2)`` long tensors of rows
+``[start, end)`` into the token matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+
+@dataclass
+class TokenBatch:
+    """A minibatch's tokens, each once: ``tokens`` ``(n, [n_layers,] dim)``; per span role ``(first,
+    last, rows, span_of)``: each span's first and last token ``(B,)``, then every (span, token) pair
+    of the minibatch, unpadded: the token ``(P,)`` and its span ``(P,)`` (``P`` = the spans' summed
+    lengths), all as indices into ``tokens``."""
+
+    tokens: torch.Tensor
+    roles: list
+
+
+def token_batch(source: torch.Tensor, spans: list[torch.Tensor]) -> TokenBatch:
+    """The rows of ``source`` that the spans cover, each once, and the spans as indices into them."""
+    pairs = []
+    for span in spans:
+        lengths = span[:, 1] - span[:, 0]
+        span_of = torch.repeat_interleave(torch.arange(len(span)), lengths)
+        starts = torch.cumsum(lengths, 0) - lengths  # where each span's pairs begin
+        pairs.append((span_of, span[span_of, 0] + torch.arange(len(span_of)) - starts[span_of], starts, lengths))
+    rows, local = torch.unique(torch.cat([rows for _, rows, _, _ in pairs]), return_inverse=True)
+    roles, at = [], 0
+    for span_of, rows_global, starts, lengths in pairs:
+        idx = local[at : at + len(rows_global)]
+        at += len(rows_global)
+        roles.append((idx[starts], idx[starts + lengths - 1], idx, span_of))
+    return TokenBatch(torch.index_select(source, 0, rows), roles)
+
+
+def sentence_batches(
+    units: np.ndarray, batch_size: int, generator: Optional[torch.Generator] = None
+) -> list[np.ndarray]:
+    """Batches of span indices, ``batch_size`` each, that keep a sentence's spans together: ``units``
+    gives each span's sentence. With ``generator`` the sentences come in a random order (and the
+    spans within one too), else in order."""
+    if generator is None:
+        order = np.argsort(units, kind="stable")
+    else:
+        rank = torch.randperm(int(units.max()) + 1, generator=generator).numpy()
+        shuffled = torch.randperm(len(units), generator=generator).numpy()
+        order = shuffled[np.argsort(rank[units[shuffled]], kind="stable")]
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _padded(span: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rows, mask, lengths)``: each span's rows ``(B, L)`` (padding repeats the first), which are
+    real, and its length."""
+    lengths = span[:, 1] - span[:, 0]
+    steps = torch.arange(int(lengths.max()))
+    mask = steps[None] < lengths[:, None]
+    return torch.where(mask, span[:, :1] + steps[None], span[:, :1]), mask, lengths
+
+
+def gather_spans(source: torch.Tensor, spans: list[torch.Tensor]) -> list[tuple]:
+    """Per span role, ``(h, mask, lengths)``: the span's token rows ``(B, L, [n_layers,] dim)`` of
+    ``source`` (padding repeats the first row), which of them are real, and each span's length.
+    Read once per minibatch, for every probe trained on it."""
+    out = []
+    for rows, mask, lengths in map(_padded, spans):
+        h = torch.index_select(source, 0, rows.reshape(-1)).view(*rows.shape, *source.shape[1:])
+        out.append((h, mask, lengths))
+    return out
+
+
+def length_batches(
+    lengths: np.ndarray, batch_size: int, generator: Optional[torch.Generator] = None
+) -> list[np.ndarray]:
+    """Batches of span indices of similar length (a batch is padded to its longest span, and
+    constituents run from 1 to 50+ tokens); with ``generator``, ties are broken at random and the
+    batches come in a random order (training), else in order of length (prediction)."""
+    if generator is None:
+        order = np.argsort(lengths, kind="stable")
+    else:
+        shuffled = torch.randperm(len(lengths), generator=generator).numpy()
+        order = shuffled[np.argsort(lengths[shuffled], kind="stable")]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if generator is not None:
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+    return batches
