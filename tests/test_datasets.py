@@ -146,6 +146,7 @@ def test_read_ptb_merges_dependency_heads(tmp_path):
     s1, s2 = read_ptb(tb, dp)
     assert [t.head for t in s1.tokens] == [2, 4, 4, 0, 4, 5, 4] and [t.head for t in s2.tokens] == [2, 0, 2]
     assert s1.tokens[5].extra == {"const_depth": 5}
+    assert read_ptb(tb, dp, docs=range(2, 200)) == [] and len(read_ptb(tb, dp, docs=[1])) == 2  # by document
     with zipfile.ZipFile(dp, "w") as z:
         z.writestr("dependency_treebank/wsj_0001.dp", "\n".join(rows[:-1]))
     with pytest.raises(DatasetFormatError, match="wsj_0001/0 does not match"):

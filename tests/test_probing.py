@@ -496,7 +496,11 @@ def _tiny_treebank(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("task", ["upos", "structural_distance", "dep_arc"])
-def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
+def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task, monkeypatch):
+    import probing_lab.datasets as datasets
+
+    read, load = [], datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, split, *a: read.append(split) or load(name, split, *a))
     data = _tiny_treebank(tmp_path / "data")
     ckpt = save_checkpoint(_tiny_model(), tmp_path / "model")
     exp = {"name": f"tiny_{task}", "task": task, "dataset": "ewt", "probe": {"epochs": 3}}
@@ -525,6 +529,8 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task):
         assert {"score", "control_score", "selectivity", "mdl_bits"} <= set(entry)
     assert set(metrics["baselines"]["random_init"]) == set(metrics["layers"])
     assert metrics["machine"]["threads"] >= 1 and isinstance(metrics["machine"]["bfloat16_products"], bool)
+    assert sorted(read) == ["dev", "test", "train"]  # each split read once, for the model and random init
+    assert metrics["timing"]["data"] >= 0
     if task == "upos":
         assert 0.0 <= metrics["baselines"]["majority"] <= 1.0
         e = metrics["layers"]["1"]

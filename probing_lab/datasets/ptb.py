@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import zipfile
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator, Optional
 
 from .records import DatasetFormatError, LabelledSpan, Sentence, Token
 
@@ -36,6 +36,11 @@ def _files(path: str | Path, pattern: str) -> Iterator[tuple[str, str]]:
 
 def _stem(name: str) -> str:
     return name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def _wanted(name: str, docs: Optional[Collection[int]]) -> bool:
+    """Whether the file ``wsj_NNNN.*`` is one of the documents ``docs`` (None: every file)."""
+    return docs is None or int(_stem(name).rsplit("_", 1)[-1]) in docs
 
 
 # --- constituency trees ------------------------------------------------------------------------
@@ -118,11 +123,15 @@ def parse_mrg(text: str, source: str = "ptb", doc: str = "mrg") -> list[Sentence
     return sentences
 
 
-def read_ptb_dependencies(path: str | Path, source: str = "ptb-sample/dependency_treebank") -> list[Sentence]:
+def read_ptb_dependencies(
+    path: str | Path, source: str = "ptb-sample/dependency_treebank", docs: Optional[Collection[int]] = None
+) -> list[Sentence]:
     """``dependency_treebank`` ``.dp`` files (``word TAG head`` lines, blank line between sentences):
-    forms, xpos and heads (no relation labels)."""
+    forms, xpos and heads (no relation labels); ``docs``: only these documents (``wsj_NNNN``)."""
     sentences = []
     for name, text in _files(path, r"\.dp$"):
+        if not _wanted(name, docs):
+            continue
         doc = _stem(name)
         for k, block in enumerate(b for b in re.split(r"\n\s*\n", text.strip()) if b.strip()):
             tokens = []
@@ -138,15 +147,20 @@ def read_ptb_dependencies(path: str | Path, source: str = "ptb-sample/dependency
 
 
 def read_ptb(
-    treebank: str | Path, dependencies: str | Path | None = None, source: str = "ptb-sample/treebank"
+    treebank: str | Path,
+    dependencies: str | Path | None = None,
+    source: str = "ptb-sample/treebank",
+    docs: Optional[Collection[int]] = None,
 ) -> list[Sentence]:
     """The ``treebank/combined/*.mrg`` trees; with ``dependencies`` (``dependency_treebank.zip``),
-    each token also gets its ``head``. The two must hold the same sentences with the same words."""
+    each token also gets its ``head``. The two must hold the same sentences with the same words.
+    ``docs``: only these documents (``wsj_NNNN``; a split's trees are not parsed for the others)."""
     sentences = []
     for name, text in _files(treebank, r"(^|/)combined/.*\.mrg$|^[^/]*\.mrg$"):
-        sentences.extend(parse_mrg(text, source, _stem(name)))
+        if _wanted(name, docs):
+            sentences.extend(parse_mrg(text, source, _stem(name)))
     if dependencies is not None:
-        deps = {s.id: s for s in read_ptb_dependencies(dependencies)}
+        deps = {s.id: s for s in read_ptb_dependencies(dependencies, docs=docs)}
         for s in sentences:
             d = deps.get(s.id)
             if d is None or d.words != s.words:

@@ -174,15 +174,12 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
         folder, prefix = ("ud-english-ewt", "en_ewt") if name == "ewt" else ("ud-english-gum", "en_gum")
         return read_conllu(f(folder, f"{prefix}-ud-{split}.conllu"), f"{folder}/{split}")
     if name in ("ptb", "ptb-deps"):
+        docs = None if split is None else PTB_SPLITS[split]
         if name == "ptb":
             deps = root / "ptb-sample" / "dependency_treebank.zip" if root else None
-            sentences = read_ptb(f("ptb-sample", "treebank.zip"), deps if deps and deps.exists() else None)
-        else:
-            sentences = read_ptb_dependencies(f("ptb-sample", "dependency_treebank.zip"))
-        if split is None:
-            return sentences
-        docs = PTB_SPLITS[split]
-        return [s for s in sentences if int(s.id.split("/")[0].rsplit("_", 1)[-1]) in docs]
+            deps = deps if deps and deps.exists() else None
+            return read_ptb(f("ptb-sample", "treebank.zip"), deps, docs=docs)
+        return read_ptb_dependencies(f("ptb-sample", "dependency_treebank.zip"), docs=docs)
     if name == "conll2000":
         return read_conll2000(f("ptb-sample", "conll2000.zip"), split)
     if name in ("raganato", "raganato-synsets"):

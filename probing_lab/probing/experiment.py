@@ -36,7 +36,7 @@ from .own_data import (
 from .plots import write_plots
 from .runners import RUNNERS
 from .runs import RUN_FILES, ProbeRun, write_run
-from .splits import load_splits
+from .splits import load_splits, read_sentences
 
 # --- features per split ----------------------------------------------------------------------
 
@@ -73,14 +73,14 @@ def load_experiment_splits(exp: Experiment, encoder, data_dir, cache_dir, progre
     return load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
 
 
-def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, files=None, phase="model"):
+def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, sentences, phase="model"):
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
     start = time.perf_counter()
-    splits = load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
+    splits = load_splits(exp, encoder, data_dir, cache_dir, progress, sentences)
     report.add_time(f"{phase} extraction", time.perf_counter() - start)
     start = time.perf_counter()
     if with_controls:  # before any fit: how much the test set can tell
@@ -107,7 +107,7 @@ def _items(exp: Experiment, test) -> str:
     return h.hexdigest()
 
 
-def _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, layers) -> Optional[dict]:
+def _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, sentences, layers) -> Optional[dict]:
     """``seeds = [...]`` beyond the first: the probes refitted with each seed on the same cached
     features (an own file without dev/test is split again with it), without control, MDL or
     random init: per layer the scores, their mean and sd (the probe's variance, beside the
@@ -118,8 +118,9 @@ def _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, lay
     for seed in exp.seeds[1:]:
         report.log(f"  seed {seed}:")
         other = replace(exp, seed=seed, control=False, mdl=False)
-        again = load_file_dataset(other) if files is not None and files.split.get("carved_from") else files
-        again_layers, _ = _run_one(other, encoder, data_dir, cache_dir, progress, False, report, again, "seeds")
+        if files is not None and files.split.get("carved_from"):  # split again with this seed
+            sentences = load_file_dataset(other).sentences
+        again_layers, _ = _run_one(other, encoder, data_dir, cache_dir, progress, False, report, sentences, "seeds")
         for key, entry in again_layers.items():
             scores[key].append(entry["score"])
     return {
@@ -217,7 +218,10 @@ def run_experiment(
     log(f"{exp.name}: task {exp.task} on {dataset} with {encoder.name}")
     runs = (2 if exp.random_init else 1) + max(len(exp.seeds or []) - 1, 0)
     report = RunProgress(log, on_progress, len(exp.layer_keys) * runs, workers=workers)
-    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, files)
+    t = time.perf_counter()
+    sentences = read_sentences(exp, data_dir, files.sentences if files else None)  # once, for every model
+    report.add_time("data", time.perf_counter() - t)
+    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, sentences)
     test = extra.pop("_test")
     baselines = {"majority": extra.pop("majority")}
     random_layers = None
@@ -229,10 +233,10 @@ def run_experiment(
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
         random_encoder = ElmoEncoder(random_model, "random-init")
         random_layers, _ = _run_one(
-            exp, random_encoder, data_dir, cache_dir, progress, False, report, files, phase="random_init"
+            exp, random_encoder, data_dir, cache_dir, progress, False, report, sentences, phase="random_init"
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
-    seed_scores = _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, layers)
+    seed_scores = _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, sentences, layers)
     for entry in layers.values():
         for k in ("control_score", "selectivity", "mdl_bits", "context_score"):
             entry.setdefault(k, None)
