@@ -53,10 +53,13 @@ class StackedSpanLinear:
         mixed = first.mix_weights is not None
         self.mix = torch.stack([m.mix_weights.detach() for m in modules]).clone() if mixed else None  # (H, n_layers)
         self.gamma = torch.stack([m.gamma.detach() for m in modules]).clone() if mixed else None
-        self.params = [self.W_all] + self.c + [self.b] + ([self.mix, self.gamma] if mixed else [])
+        # AdamW's parameters; the attention biases only decay: they shift all of a softmax's scores, so
+        # their gradient is 0 and AdamW's step on them is its weight decay alone
+        self.params = [self.W_all, self.b] + ([self.mix, self.gamma] if mixed else [])
         self.moments = [(torch.zeros_like(t), torch.zeros_like(t)) for t in self.params]
         self.lr = torch.full((self.H,), config.lr)
         self.weight_decay, self.steps = config.weight_decay, 0
+        self._rates = None  # (active heads, the learning rates per parameter) until either changes
 
     def __len__(self) -> int:
         return self.H
@@ -156,18 +159,20 @@ class StackedSpanLinear:
                 at += width
                 blocks += [d] if kept is not None else [d, d, d, torch.zeros(len(d), H)]
             dW = torch.cat(blocks, 1)
-        # the attention biases shift all of a softmax's scores: their gradient is 0
-        grads = [dW] + [torch.zeros_like(c) for c in self.c] + [g.sum(0)]
+        grads = [dW, g.sum(0)]
         if coef is not None:
             weights = torch.softmax(self.mix, -1)
             dweights = per_head * self.gamma[:, None]
             grads += [weights * (dweights - (dweights * weights).sum(-1, keepdim=True)), (per_head * weights).sum(-1)]
-        lr = torch.zeros(H)
-        lr[active] = self.lr[active]
-        rates = [self._per_column(lr)] + [lr] * len(self.c) + [lr.repeat_interleave(K)]
-        rates += [lr[:, None], lr] if coef is not None else []
+        if self._rates is None or self._rates[0] != active:  # kept until a head stops or decays
+            lr = torch.zeros(H)
+            lr[active] = self.lr[active]
+            rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([lr[:, None], lr] if coef is not None else [])
+            self._rates = (list(active), rates, 1 - lr * self.weight_decay)
         self.steps += 1
-        adamw_update(self.params, grads, self.moments, rates, self.steps, self.weight_decay)
+        adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.weight_decay)
+        for c in self.c:
+            c.mul_(self._rates[2])
 
     def _columns(self, h: int) -> torch.Tensor:
         HK, k = self.H * self.K, torch.arange(h * self.K, (h + 1) * self.K)
@@ -188,6 +193,7 @@ class StackedSpanLinear:
 
     def decay(self, h: int, factor: float) -> None:
         self.lr[h] *= factor
+        self._rates = None
 
     def copy_head_into(self, h: int, module: nn.Module) -> nn.Module:
         """Head ``h``'s parameters into ``module``, which ``span_probe.TrainedSpanProbe`` predicts with."""
