@@ -34,20 +34,22 @@ class TokenBatch:
 
 
 def token_batch(source: torch.Tensor, spans: list[torch.Tensor]) -> TokenBatch:
-    """The rows of ``source`` that the spans cover, each once, and the spans as indices into them."""
+    """The rows of ``source`` that the spans cover, each once, and the spans as indices into them.
+    (In numpy: its sort of a minibatch's ~2,000 rows takes a quarter of torch's.)"""
     pairs = []
     for span in spans:
+        span = span.numpy()
         lengths = span[:, 1] - span[:, 0]
-        span_of = torch.repeat_interleave(torch.arange(len(span)), lengths)
-        starts = torch.cumsum(lengths, 0) - lengths  # where each span's pairs begin
-        pairs.append((span_of, span[span_of, 0] + torch.arange(len(span_of)) - starts[span_of], starts, lengths))
-    rows, local = torch.unique(torch.cat([rows for _, rows, _, _ in pairs]), return_inverse=True)
-    roles, at = [], 0
+        span_of = np.repeat(np.arange(len(span)), lengths)
+        starts = np.cumsum(lengths) - lengths  # where each span's pairs begin
+        pairs.append((span_of, span[span_of, 0] + np.arange(len(span_of)) - starts[span_of], starts, lengths))
+    every = np.sort(np.concatenate([rows for _, rows, _, _ in pairs]))
+    rows = every[np.concatenate(([True], every[1:] != every[:-1]))]  # each once, in order
+    roles = []
     for span_of, rows_global, starts, lengths in pairs:
-        idx = local[at : at + len(rows_global)]
-        at += len(rows_global)
-        roles.append((idx[starts], idx[starts + lengths - 1], idx, span_of))
-    return TokenBatch(torch.index_select(source, 0, rows), roles)
+        idx = torch.from_numpy(np.searchsorted(rows, rows_global))
+        roles.append((idx[starts], idx[starts + lengths - 1], idx, torch.from_numpy(span_of)))
+    return TokenBatch(torch.index_select(source, 0, torch.from_numpy(rows)), roles)
 
 
 def sentence_batches(
