@@ -28,13 +28,14 @@ def _threads_and_double(key: str) -> dict:
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
-def test_every_layer_is_fit_on_one_thread_and_reported_in_order(workers):
+def test_every_layer_is_fit_on_one_thread_and_returned_in_order(workers):
     report = _Report(workers)
     before = torch.get_num_threads()
     results = probe_layers(["3", "1", "2"], _threads_and_double, report, lambda k, e: f"layer {k}: {e['value']}")
     assert list(results) == ["3", "1", "2"] and [e["value"] for e in results.values()] == [6, 2, 4]
     assert {e["threads"] for e in results.values()} == {1 if workers > 1 else before}  # workers: one thread each
-    assert report.said == ["layer 3: 6", "layer 1: 2", "layer 2: 4"]
+    said = ["layer 3: 6", "layer 1: 2", "layer 2: 4"]  # as each finishes: in order with one worker
+    assert report.said == said if workers == 1 else sorted(report.said) == sorted(said)
     assert torch.get_num_threads() == before  # the caller's setting is untouched
 
 
