@@ -810,3 +810,6 @@ def test_layer_curves_of_two_runs_name_every_line_by_its_run():
     assert len(names) == len(set(names)), names
     assert any(n.endswith("majority per type") for n in names) and not fig.layout.annotations
     assert all(any(n.startswith(run.model_label) for n in names) for run in runs)
+    # the baseline named as the task names it: a span task's is the most frequent label, not a per-type one
+    spans = layer_curve_figure([ProbeRun.load(REPO_ROOT / "probes" / "results" / "constituents_ptb")])
+    assert [t.name for t in spans.data][-1].endswith(": most frequent label")

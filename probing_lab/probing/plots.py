@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..features.activations import layer_label
 from ..fileio import atomic_path
+from .intervals import baseline_label
 from .runs import ProbeRun
 
 
@@ -52,7 +53,7 @@ def layer_curve_figure(runs: list[ProbeRun]):
                     x=labels,
                     y=[run.majority] * len(labels),
                     mode="lines",
-                    name=f"{name}: majority per type",
+                    name=f"{name}: {baseline_label(run.metrics, 'majority')}",
                     line={"dash": "dashdot", "color": "grey", "width": 1},
                 )
             )
@@ -84,7 +85,7 @@ def save_png(runs: list[ProbeRun], path: Path) -> None:
         if any(r is not None for r in random):
             ax.plot(labels, [r if r is not None else float("nan") for r in random], "s--", label="random-init model")
         if run.majority is not None:
-            ax.axhline(run.majority, color="grey", ls="-.", lw=1, label="majority per type")
+            ax.axhline(run.majority, color="grey", ls="-.", lw=1, label=baseline_label(run.metrics, "majority"))
     ax.set_ylim(0, 1.02)
     ax.tick_params(axis="x", labelrotation=30)  # "L1 forward", "L2 backward" side by side overlap flat
     ax.set_xlabel("layer")
