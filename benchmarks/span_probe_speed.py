@@ -40,7 +40,7 @@ def main() -> None:
     from probing_lab.probing import tasks as T
     from probing_lab.probing.config import Experiment
     from probing_lab.probing.experiment import load_experiment_splits
-    from probing_lab.probing.runners.span import span_rows
+    from probing_lab.probing.runners.span import span_rows, span_sentences
     from probing_lab.probing.span_batches import gather_spans, sentence_batches, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import SpanInputs, SpanProbe, _spans, _token_statistics, standardised
@@ -52,7 +52,7 @@ def main() -> None:
     index = T.LabelIndex(labels)
     control = index.encode(T.span_control_labels(split.sentences, labels, exp.seed))
     Y = torch.as_tensor(np.stack([index.encode(labels), control], 1))
-    units = np.searchsorted(split.features.offsets, span1[:, 0], side="right") - 1
+    units = span_sentences(split, span1)
     X = SpanInputs(split.layer(args.layer), span1, span2, units)
     config = exp.probe_config(mix=args.layer == "mix")
     n_layers = X.tokens.shape[1] if config.mix else 1

@@ -90,8 +90,9 @@ class StackedSpanLinear:
 
     def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
         """Logits ``(B, H * K)`` and what the gradient needs: every token's projection ``(n, [nl,]
-        columns)``, the columns' heads, and per span role the attention ``(P, H)`` and the pool
-        projections ``(P, H, K)`` of every (span, token) pair (None for a role of one-token spans)."""
+        columns)``, the columns' heads, per span role the attention ``(P, H)`` and the pool
+        projections ``(P, H, K)`` of every (span, token) pair (None for a role of one-token spans), and the
+        layer coefficients (None without a mix)."""
         H, K, HK, C = self.H, self.K, self.H * self.K, self.W[0].shape[1]
         single = [len(rows) == len(first) for first, _, rows, _ in batch.roles]
         W, heads = self._weights(single)
@@ -116,7 +117,7 @@ class StackedSpanLinear:
             V = G[:, :HK].view(-1, H, K)
             logits = logits + torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
             pairs.append((alpha, V))
-        return logits, (P, heads, pairs)
+        return logits, (P, heads, pairs, coef)
 
     def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
@@ -125,8 +126,8 @@ class StackedSpanLinear:
 
     def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, (P, heads, pairs) = self._forward(batch)
-        H, K, HK, coef = self.H, self.K, self.H * self.K, self._coefficients()
+        logits, (P, heads, pairs, coef) = self._forward(batch)
+        H, K, HK = self.H, self.K, self.H * self.K
         B = len(yb)
         p = torch.softmax(logits.view(B, H, K), -1)
         p.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0

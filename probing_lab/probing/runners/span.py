@@ -43,6 +43,12 @@ def span_rows(split) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     return rows(first), (rows(second) if second else None), labels
 
 
+def span_sentences(split, span1: np.ndarray) -> np.ndarray:
+    """Each example's sentence (of its first span) in ``split``: what the linear probe's minibatches
+    keep together (``SpanInputs.units``), and the test set's unit for the intervals."""
+    return np.searchsorted(split.features.offsets, span1[:, 0], side="right") - 1
+
+
 def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     spans = {r: span_rows(s) for r, s in splits.items()}
     pairs = {r: v[1] is not None for r, v in spans.items()}
@@ -57,8 +63,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
             r: index.encode(T.span_control_labels(s.sentences, labels["train"], exp.seed)) for r, s in splits.items()
         }
     order = np.random.default_rng(exp.seed).permutation(len(y["train"]))
-    # each example's sentence (of its first span): the linear probe's minibatches keep them together
-    units = {r: np.searchsorted(s.features.offsets, spans[r][0][:, 0], side="right") - 1 for r, s in splits.items()}
+    units = {r: span_sentences(s, spans[r][0]) for r, s in splits.items()}
 
     def fit_layer(key: str) -> dict:
         config = exp.probe_config(mix=key == "mix")
