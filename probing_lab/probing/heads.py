@@ -45,11 +45,13 @@ class ModuleHeads:
 def adamw_update(params: list, grads: list, moments: list, rates: list, step: int, weight_decay: float) -> None:
     """One AdamW step in place, the arithmetic of ``torch.optim.AdamW`` (defaults betas and eps),
     with a learning rate per tensor that broadcasts to it (``rates``: 0 where a head has stopped);
-    ``moments``: per tensor its two running averages, ``step``: counted from 1."""
+    ``moments``: per tensor its two running averages, ``step``: counted from 1. With ``weight_decay``
+    0 it is ``torch.optim.Adam``'s step."""
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     correction1, correction2 = 1 - beta1**step, math.sqrt(1 - beta2**step)
     for param, grad, (avg, avg_sq), rate in zip(params, grads, moments, rates):
-        param.mul_(1 - rate * weight_decay)
+        if weight_decay:
+            param.mul_(1 - rate * weight_decay)
         avg.lerp_(grad, 1 - beta1)
         avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         param.sub_(rate / correction1 * avg / (avg_sq.sqrt() / correction2 + eps))

@@ -1,7 +1,8 @@
 """Hewitt & Manning's structural probes: a linear map ``B`` under which squared distances
 between token vectors approximate tree distances (distance probe), or squared norms
 approximate depths (depth probe). Loss: L1 between predicted and gold values, normalised by
-the number of pairs (n^2) or tokens (n) per sentence; Adam with early stopping on dev loss.
+the number of pairs (n^2) or tokens (n) per sentence; Adam, its learning rate multiplied by
+``lr_decay`` (0.1, as H&M) after each epoch without a better dev loss, and early stopping on dev loss.
 
 Evaluation, punctuation excluded (UPOS ``PUNCT`` or a PTB punctuation tag): UUAS and
 distance Spearman (distance probe), root accuracy and depth Spearman (depth probe),
@@ -20,6 +21,7 @@ import torch
 from ..features.activations import take_layer
 from ..settings import config_from_dict
 from . import tasks as T
+from .heads import adamw_update
 
 PTB_PUNCT = {"''", "``", ",", ".", ":", "-LRB-", "-RRB-", "#", "$", "(", ")"}
 
@@ -85,6 +87,47 @@ def _pad_items(data: tuple, idx, kind: str):
     return _pad([data[0][i] for i in idx], [data[1][i] for i in idx], kind)
 
 
+def _loss_weights(lengths: torch.Tensor, n: int, kind: str) -> torch.Tensor:
+    """Each padded entry's weight in :func:`_loss`: 1 / (tokens^2 or tokens) of its sentence / the
+    batch's sentences, 0 for padding. (batch, n, n) for distances, (batch, n) for depths."""
+    valid = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    if kind == "distance":
+        return (valid.unsqueeze(2) & valid.unsqueeze(1)) / (lengths.float() ** 2 * len(lengths)).view(-1, 1, 1)
+    return valid / (lengths.float() * len(lengths)).view(-1, 1)
+
+
+@torch.no_grad()
+def _loss_and_grads(probe: _Structural, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, kind: str) -> float:
+    """:func:`_loss` of one batch, its gradient written into ``probe``'s parameters: the same
+    arithmetic as autograd's (equal to ~1e-7 relative, tested), in half the time (0.9 -> 0.5 ms on a
+    batch of 32 sentences of 22 tokens), without the autograd graph of a few dozen small tensors.
+
+    ``weights``: :func:`_loss_weights`. Shapes: x (batch, n, [layers,] dim), y and weights (batch, n, n)
+    for distances, (batch, n) for depths."""
+    if probe.mix is not None:
+        w = torch.softmax(probe.mix, 0)
+        mixed = (w.view(1, 1, -1, 1) * x).sum(2)
+    else:
+        mixed = x
+    z = mixed @ probe.B  # (batch, n, rank)
+    sq = (z * z).sum(-1)
+    if kind == "distance":  # |zi - zj|^2 = |zi|^2 + |zj|^2 - 2 zi.zj, clamped at 0 as the forward pass
+        raw = sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * z @ z.transpose(1, 2)
+        diff = raw.clamp_min(0) - y
+        g = torch.sgn(diff) * weights * (raw >= 0)  # d loss / d raw (clamp_min passes the gradient at 0)
+        g = g + g.transpose(1, 2)  # raw_ij reads z_i and z_j
+        dz = 2 * z * g.sum(2, keepdim=True) - 2 * g @ z
+    else:
+        diff = sq - y
+        dz = 2 * z * (torch.sgn(diff) * weights).unsqueeze(-1)
+    dim, rank = probe.B.shape
+    probe.B.grad = mixed.reshape(-1, dim).T @ dz.reshape(-1, rank)
+    if probe.mix is not None:
+        d_layer = torch.einsum("bnld,bnd->l", x, dz @ probe.B.T)  # d loss / d (each layer's weight)
+        probe.mix.grad = w * (d_layer - (w * d_layer).sum())  # through the softmax
+    return float((diff.abs() * weights).sum())
+
+
 def _loss(pred, y, lengths, kind):
     n = y.shape[1]
     valid = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
@@ -106,9 +149,14 @@ class StructuralProbeConfig:
     epochs: int = 15  # at most
     batch_size: int = 32  # sentences per batch (similar lengths together)
     patience: int = 2  # epochs without a better dev loss before stopping
+    # each epoch without a better dev loss multiplies the learning rate by this (H&M's plateau
+    # schedule): the L1 loss's Adam steps at 1e-3 bounce around the optimum, and where training stops
+    # then hangs on rounding (UUAS moved by up to 0.0096 between one and two threads without it)
+    lr_decay: float = 0.1
     seed: int = 0
 
-    POSITIVE = ("rank", "lr", "epochs", "batch_size")  # the rest: >= 0
+    POSITIVE = ("rank", "lr", "epochs", "batch_size", "lr_decay")  # the rest: >= 0
+    AT_MOST_ONE = ("lr_decay",)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "probe") -> "StructuralProbeConfig":
@@ -130,12 +178,13 @@ def fit_structural_probe(
 ) -> dict:
     """Train on ``splits["train"]``, stop on dev, evaluate on test; ``key`` is a layer or "mix";
     ``targets``: :func:`structural_targets` of ``splits`` when the caller has them."""
-    rank, lr, epochs, batch_size, patience, seed = (
+    rank, lr, epochs, batch_size, patience, lr_decay, seed = (
         config.rank,
         config.lr,
         config.epochs,
         config.batch_size,
         config.patience,
+        config.lr_decay,
         config.seed,
     )
 
@@ -153,21 +202,25 @@ def fit_structural_probe(
     torch.manual_seed(seed)
     n_layers = data["train"][0][0].shape[1] if key == "mix" else 1
     probe = _Structural(dim, rank, n_layers)
-    optimizer = torch.optim.Adam(probe.parameters(), lr=lr)
+    params = list(probe.parameters())
+    moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]  # Adam's, written out
+    steps = 0
     rng = np.random.default_rng(seed)
     best, best_state, bad = float("inf"), None, 0
     by_length = np.argsort([len(t) for t in data["train"][1]], kind="stable")
     # similar lengths together (little padding); padded once for every epoch
-    batches = [_pad_items(data["train"], idx, kind) for idx in _batches(by_length, batch_size)]
+    batches = []
+    for idx in _batches(by_length, batch_size):
+        x, y, lengths = _pad_items(data["train"], idx, kind)
+        batches.append((x, y, _loss_weights(lengths, y.shape[1], kind)))
     dev_batches = [_pad_items(data["dev"], idx, kind) for idx in _batches(np.arange(len(data["dev"][0])), batch_size)]
     for _ in range(epochs):
         probe.train()
         for b in rng.permutation(len(batches)):
-            x, y, lengths = batches[b]
-            loss = _loss(probe(x, kind), y, lengths, kind)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            _loss_and_grads(probe, *batches[b], kind)
+            steps += 1
+            with torch.no_grad():
+                adamw_update(params, [p.grad for p in params], moments, [lr] * len(params), steps, 0.0)
         dev_loss = _evaluate_loss(probe, dev_batches, kind)
         if dev_loss < best - 1e-4:
             best, best_state, bad = dev_loss, copy.deepcopy(probe.state_dict()), 0
@@ -175,6 +228,7 @@ def fit_structural_probe(
             bad += 1
             if bad >= patience:
                 break
+            lr *= lr_decay  # a plateau: smaller steps settle into the optimum
     probe.load_state_dict(best_state)
     predictions = _predict(probe, data["test"][0], kind)
     sentences = splits["test"].sentences

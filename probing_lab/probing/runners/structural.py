@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from ..layer_pool import probe_layers
 from ..structural import fit_structural_probe, structural_targets
 
 TASKS = ("structural_distance", "structural_depth")
@@ -17,14 +18,18 @@ TASKS = ("structural_distance", "structural_depth")
 
 def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     kind = "distance" if exp.task == "structural_distance" else "depth"
-    results = {}
     targets = structural_targets(kind, splits)
-    for key in exp.layer_keys:
+
+    def fit_layer(key: str) -> dict:
         t0 = time.perf_counter()
         metrics = fit_structural_probe(kind, splits, key, exp.probe_config(), targets)
         metrics["seconds"] = round(time.perf_counter() - t0, 2)
-        report.layer_done(f"  layer {key}: score {metrics['score']:.4f} spearman {metrics['spearman']:.3f}")
-        results[key] = metrics
+        return metrics
+
+    def say(key: str, m: dict) -> str:
+        return f"  layer {key}: score {m['score']:.4f} spearman {m['spearman']:.3f}"
+
+    results = probe_layers(exp.layer_keys, fit_layer, report, say)
     weight = next(iter(results.values()))["_weight"]  # the gold edges (or countable roots): the same for every layer
     for entry in results.values():
         del entry["_weight"]
