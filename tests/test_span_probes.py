@@ -206,11 +206,12 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
 
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("mix", [False, True])
-@pytest.mark.parametrize("one_token", [False, True])
+@pytest.mark.parametrize("one_token", [None, "summed", "folded"])
 def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_token):
     """The linear span probes' fast path (the gradient of the endpoints, the attention pool, the
     classifier and the mix, and AdamW, written out; a role of one-token spans with its three blocks
-    summed) gives the numbers of the modules trained with autograd."""
+    summed, or folded into their mean for the whole fit) gives the numbers of the modules trained
+    with autograd."""
     from probing_lab.probing.span_batches import gather_spans, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import SpanProbe
@@ -228,7 +229,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     for _ in range(2):
         torch.manual_seed(cfg.seed)
         modules.append(SpanProbe(dim, k, cfg, 2 if pairs else 1, n_layers))
-    stacked = StackedSpanLinear(modules, cfg)
+    stacked = StackedSpanLinear(modules, cfg, [one_token == "folded", False][: 2 if pairs else 1])
     optimizers = [torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) for m in modules]
     for step in range(6):
         spans = [torch.as_tensor(np.stack([s, s + n], 1)) for s, n in zip(starts[step].T, lengths[step].T)]
@@ -251,6 +252,35 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
         assert torch.allclose(stacked.logits(batch)[:, h], module(gathered), atol=1e-5)
     if mix:
         assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
+
+
+def test_one_token_roles_train_folded_as_they_would_unfolded(monkeypatch):
+    # arcs: a head and a dependent token, each a one-token span; the label is a direction of the head
+    from probing_lab.probing import span_probe
+
+    rng = np.random.default_rng(0)
+
+    def arcs(n, seed):
+        r = np.random.default_rng(seed)
+        tokens = r.normal(size=(n * 4, 16)).astype(np.float32)
+        labels = r.integers(0, 3, n)
+        tokens[np.arange(n) * 4, labels] += 3.0
+        span1 = np.stack([np.arange(n) * 4, np.arange(n) * 4 + 1], 1)
+        return SpanInputs(tokens, span1, span1 + 2, np.arange(n) // 8), labels
+
+    (X, y), (Xd, yd) = arcs(600, 1), arcs(200, 2)
+    control = rng.integers(0, 3, len(y))
+    assert span_probe._one_token_roles(X, Xd) == [True, True]
+    assert span_probe._one_token_roles(X, SpanInputs(Xd.tokens, Xd.span1, Xd.span2 + [[0, 1]])) == [True, False]
+    config = ProbeConfig(lr=0.01, weight_decay=0.01, epochs=6, patience=2)
+    folded = fit_span_probes(X, [y, control], Xd, [yd, control[:200]], 3, config)
+    monkeypatch.setattr(span_probe, "_one_token_roles", lambda *inputs: [False, False])
+    unfolded = fit_span_probes(X, [y, control], Xd, [yd, control[:200]], 3, config)
+    for a, b in zip(folded, unfolded):
+        assert (a.epochs_run, a.history) == (b.epochs_run, b.history)
+        for (name, p), q in zip(a.module.state_dict().items(), b.module.state_dict().values()):
+            assert torch.allclose(p, q, atol=1e-5), name
+    assert folded[0].accuracy(Xd, yd) > 0.9
 
 
 def test_span_probe_bad_input():

@@ -27,28 +27,45 @@ class StackedSpanLinear:
     ~25 tokens serve its ~25 constituents. With a mix, each layer is projected and each head's columns
     mix the results (all of it is linear in the mix).
 
-    ``W_all``: ``(dim, R * C)``, per span role ``r`` the view ``W[r]`` ``(dim, C = 3 * H * K + H)``,
+    ``W_all``: ``(dim, columns)``, per span role ``r`` the view ``W[r]`` ``(dim, C = 3 * H * K + H)``,
     columns ``[first | last | pool]`` (each ``H * K``, head by head) then the ``H`` attention vectors;
     ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``. Built from ``span_probe.SpanProbe``
-    modules initialised as a probe trained alone is."""
+    modules initialised as a probe trained alone is.
 
-    def __init__(self, modules: list[nn.Module], config: ProbeConfig):
+    ``folded``: per role, whether every span it will see (training and dev) is one token long (a
+    dependency arc's head and dependent). Its first, last and pool blocks then read the same token and
+    get the same gradient, so AdamW moves the three alike: such a role trains their mean ``M`` (``W[r]``
+    is ``(dim, H * K)``, the spans' scores read ``3 M``), a third of the AdamW work, and keeps what tells
+    the blocks apart: each block is ``M + D (its start - M's start)`` and its attention vector ``D``
+    times its start, ``D`` the head's product of weight-decay factors so far (``decayed``)."""
+
+    def __init__(self, modules: list[nn.Module], config: ProbeConfig, folded: Optional[list[bool]] = None):
         first = modules[0]
         self.H, self.K = len(modules), first.net.out_features
         dim = first.attention[0].in_features
-        Ws, self.c = [], []
+        self.folded = list(folded) if folded else [False] * len(first.attention)
+        Ws, self.c, self._offsets = [], [], {}
         for r in range(len(first.attention)):
             blocks = [
                 torch.cat([m.net.weight.detach()[:, (3 * r + p) * dim : (3 * r + p + 1) * dim].T for m in modules], 1)
                 for p in range(3)
             ]
-            blocks.append(torch.cat([m.attention[r].weight.detach().T for m in modules], 1))
-            Ws.append(torch.cat(blocks, 1))
+            attention = torch.cat([m.attention[r].weight.detach().T for m in modules], 1)
+            if self.folded[r]:
+                mean = sum(blocks) / 3
+                self._offsets[r] = ([block - mean for block in blocks], attention.clone())
+                Ws.append(mean)
+            else:
+                Ws.append(torch.cat(blocks + [attention], 1))
             self.c.append(torch.cat([m.attention[r].bias.detach() for m in modules]).clone())
-        self.W_all = torch.cat(Ws, 1).contiguous()  # (dim, R * C): every role's columns, one product
-        C = Ws[0].shape[1]
-        self.W = [self.W_all[:, r * C : (r + 1) * C] for r in range(len(Ws))]  # views, per role
+        self.W_all = torch.cat(Ws, 1).contiguous()  # (dim, columns): every role's columns, one product
+        ends = torch.tensor([W.shape[1] for W in Ws]).cumsum(0).tolist()
+        self.W = [self.W_all[:, end - W.shape[1] : end] for W, end in zip(Ws, ends)]  # views, per role
+        self.decayed = torch.ones(self.H)
         self._head_of_column = self._per_column(torch.arange(self.H))
+        heads = torch.arange(self.H)
+        k = heads.repeat_interleave(self.K)
+        self._role_heads = (k, torch.cat([k, k, k, heads]))  # a one-token role's columns' heads, a role's
         self.b = torch.cat([m.net.bias.detach() for m in modules]).clone()
         mixed = first.mix_weights is not None
         self.mix = torch.stack([m.mix_weights.detach() for m in modules]).clone() if mixed else None  # (H, n_layers)
@@ -68,10 +85,10 @@ class StackedSpanLinear:
         pass  # no dropout
 
     def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
-        """``(H, ...)`` -> ``(..., R * (3 * H * K + H))``: each head's value on its columns of ``W_all``."""
+        """``(H, ...)`` -> ``(..., columns)``: each head's value on its columns of ``W_all``."""
         per_head = per_head.T if per_head.dim() > 1 else per_head
         k = per_head.repeat_interleave(self.K, -1)
-        return torch.cat([k, k, k, per_head], -1).repeat(*([1] * (per_head.dim() - 1)), len(self.W))
+        return torch.cat([piece for one in self.folded for piece in ([k] if one else [k, k, k, per_head])], -1)
 
     def _coefficients(self) -> Optional[torch.Tensor]:
         """Each head's layer coefficients ``gamma * softmax(w)``, ``(H, n_layers)``; None without a mix."""
@@ -80,21 +97,27 @@ class StackedSpanLinear:
     def _weights(self, single: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
         """The columns a minibatch projects its tokens onto, and each column's head: ``W_all``, except
         that a span role whose spans are all one token long has its first, last and pool blocks
-        summed (they read the same token) and no attention column (the softmax of one score is 1)."""
-        HK, C = self.H * self.K, self.W[0].shape[1]
-        if not any(single):
+        summed (they read the same token; a folded role's sum is 3 M) and no attention column (the
+        softmax of one score is 1)."""
+        if not any(single):  # no folded role either: its spans are one token long
             return self.W_all, self._head_of_column
-        blocks = [W[:, :HK] + W[:, HK : 2 * HK] + W[:, 2 * HK : 3 * HK] if one else W for W, one in zip(self.W, single)]
-        heads = [self._head_of_column[: HK if one else C] for one in single]
-        return torch.cat(blocks, 1), torch.cat(heads)
+        HK = self.H * self.K
+        blocks = [
+            3 * W if fold else W[:, :HK] + W[:, HK : 2 * HK] + W[:, 2 * HK : 3 * HK] if one else W
+            for W, one, fold in zip(self.W, single, self.folded)
+        ]
+        one_token_heads, role_heads = self._role_heads
+        return torch.cat(blocks, 1), torch.cat([one_token_heads if one else role_heads for one in single])
 
     def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
         """Logits ``(B, H * K)`` and what the gradient needs: every token's projection ``(n, [nl,]
         columns)``, the columns' heads, per span role the attention ``(P, H)`` and the pool
         projections ``(P, H, K)`` of every (span, token) pair (None for a role of one-token spans), and the
         layer coefficients (None without a mix)."""
-        H, K, HK, C = self.H, self.K, self.H * self.K, self.W[0].shape[1]
+        H, K, HK, C = self.H, self.K, self.H * self.K, 3 * self.H * self.K + self.H
         single = [len(rows) == len(first) for first, _, rows, _ in batch.roles]
+        if any(fold and not one for one, fold in zip(single, self.folded)):
+            raise ValueError("a folded span role got spans longer than one token")
         W, heads = self._weights(single)
         coef = self._coefficients()
         P = batch.tokens @ W  # (n, [nl,] columns): each token projected once for all its spans
@@ -154,11 +177,10 @@ class StackedSpanLinear:
             per_head = torch.zeros(len(d_column), H).index_add_(1, heads, d_column).T  # (H, nl)
         if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
             blocks, at = [], 0
-            for kept in pairs:
-                width = HK if kept is None else self.W[0].shape[1]
-                d = dW[:, at : at + width]
-                at += width
-                blocks += [d] if kept is not None else [d, d, d, torch.zeros(len(d), H)]
+            for kept, fold in zip(pairs, self.folded):
+                d = dW[:, at : at + (HK if kept is None else 3 * HK + H)]
+                at += d.shape[1]
+                blocks += [d] if kept is not None or fold else [d, d, d, torch.zeros(len(d), H)]
             dW = torch.cat(blocks, 1)
         grads = [dW, g.sum(0)]
         if coef is not None:
@@ -172,25 +194,27 @@ class StackedSpanLinear:
             self._rates = (list(active), rates, 1 - lr * self.weight_decay)
         self.steps += 1
         adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.weight_decay)
-        for c in self.c:
+        for c in self.c + [self.decayed]:
             c.mul_(self._rates[2])
 
-    def _columns(self, h: int) -> torch.Tensor:
+    def _columns(self, h: int, fold: bool) -> torch.Tensor:
+        """Head ``h``'s columns of a role's ``W[r]``: its K (folded), or its 3 K and attention vector."""
         HK, k = self.H * self.K, torch.arange(h * self.K, (h + 1) * self.K)
-        return torch.cat([k, HK + k, 2 * HK + k, torch.tensor([3 * HK + h])])
+        return k if fold else torch.cat([k, HK + k, 2 * HK + k, torch.tensor([3 * HK + h])])
 
     def snapshot(self, h: int):
-        cols, k = self._columns(h), slice(h * self.K, (h + 1) * self.K)
-        state = [W[:, cols].clone() for W in self.W] + [c[h].clone() for c in self.c] + [self.b[k].clone()]
+        k = slice(h * self.K, (h + 1) * self.K)
+        state = [W[:, self._columns(h, fold)].clone() for W, fold in zip(self.W, self.folded)]
+        state += [c[h].clone() for c in self.c] + [self.b[k].clone(), self.decayed[h].clone()]
         return state + ([] if self.mix is None else [self.mix[h].clone(), self.gamma[h].clone()])
 
     def restore(self, h: int, state) -> None:
-        cols, k, R = self._columns(h), slice(h * self.K, (h + 1) * self.K), len(self.W)
-        for W, c, w_state, c_state in zip(self.W, self.c, state[:R], state[R : 2 * R]):
-            W[:, cols], c[h] = w_state, c_state
-        self.b[k] = state[2 * R]
+        k, R = slice(h * self.K, (h + 1) * self.K), len(self.W)
+        for W, fold, c, w_state, c_state in zip(self.W, self.folded, self.c, state[:R], state[R : 2 * R]):
+            W[:, self._columns(h, fold)], c[h] = w_state, c_state
+        self.b[k], self.decayed[h] = state[2 * R : 2 * R + 2]
         if self.mix is not None:
-            self.mix[h], self.gamma[h] = state[2 * R + 1 :]
+            self.mix[h], self.gamma[h] = state[2 * R + 2 :]
 
     def decay(self, h: int, factor: float) -> None:
         self.lr[h] *= factor
@@ -198,13 +222,20 @@ class StackedSpanLinear:
 
     def copy_head_into(self, h: int, module: nn.Module) -> nn.Module:
         """Head ``h``'s parameters into ``module``, which ``span_probe.TrainedSpanProbe`` predicts with."""
-        cols, dim = self._columns(h), self.W[0].shape[0]
+        dim, k = self.W[0].shape[0], slice(h * self.K, (h + 1) * self.K)
         with torch.no_grad():
-            for r, (W, c) in enumerate(zip(self.W, self.c)):
-                for p in range(3):
-                    block = W[:, cols[p * self.K : (p + 1) * self.K]]
+            for r, (W, c, fold) in enumerate(zip(self.W, self.c, self.folded)):
+                cols = self._columns(h, fold)
+                if fold:  # each block M + D (its start - M's start), the attention vector D times its start
+                    starts, attention = self._offsets[r]
+                    blocks = [W[:, cols] + self.decayed[h] * start[:, k] for start in starts]
+                    attention = self.decayed[h] * attention[:, h]
+                else:
+                    blocks = [W[:, cols[p * self.K : (p + 1) * self.K]] for p in range(3)]
+                    attention = W[:, cols[-1]]
+                for p, block in enumerate(blocks):
                     module.net.weight[:, (3 * r + p) * dim : (3 * r + p + 1) * dim] = block.T
-                module.attention[r].weight[0] = W[:, cols[-1]]
+                module.attention[r].weight[0] = attention
                 module.attention[r].bias[0] = c[h]
             module.net.bias.copy_(self.b[h * self.K : (h + 1) * self.K])
             if self.mix is not None:

@@ -167,6 +167,12 @@ def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32).clamp_min(1e-4)
 
 
+def _one_token_roles(*inputs: SpanInputs) -> list[bool]:
+    """Per span role, whether every span of ``inputs`` is one token long."""
+    roles = [[x.span1] + ([] if x.span2 is None else [x.span2]) for x in inputs]
+    return [all(bool(np.all(s[:, 1] - s[:, 0] == 1)) for s in spans) for spans in zip(*roles)]
+
+
 def fit_span_probe(
     X: SpanInputs, y, X_dev: SpanInputs, y_dev, n_classes: int, config: Optional[ProbeConfig] = None
 ) -> TrainedSpanProbe:
@@ -200,7 +206,7 @@ def fit_span_probes(
     trained = [TrainedSpanProbe(module, mean, std, n_classes, 0, -1.0, []) for module in modules]
     stacked = config.kind == "linear"  # written out, no autograd; an MLP or rank probe as modules
     if stacked:
-        heads = StackedSpanLinear(modules, config)
+        heads = StackedSpanLinear(modules, config, _one_token_roles(X, X_dev))
     else:
         optimizer = lambda m: torch.optim.AdamW(  # noqa: E731
             m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True
