@@ -25,7 +25,6 @@ GUM has dev and test only: for the GUM datasets ``train`` is GUM dev less every 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import zlib
 from collections import defaultdict
@@ -49,8 +48,9 @@ SAME, DIFFERENT = "same", "different"
 
 
 def _copy(sentence: Sentence, spans: list[LabelledSpan], tokens=None, id: str | None = None) -> Sentence:
-    tokens = [dataclasses.replace(t, extra=dict(t.extra)) for t in (tokens or sentence.tokens)]
-    return Sentence(tokens, id or sentence.id, sentence.source, sentence.label, spans)
+    """A new sentence with ``spans`` over the same token objects: the span datasets read freshly parsed
+    sentences and nothing writes to their tokens (copying each token took deprel_spans_ewt 1.5 s)."""
+    return Sentence(list(tokens or sentence.tokens), id or sentence.id, sentence.source, sentence.label, spans)
 
 
 def _seed(*parts) -> int:
