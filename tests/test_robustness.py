@@ -74,6 +74,8 @@ def test_config_values_that_would_train_wrongly_are_named_with_the_file(tmp_path
         ({"seed": -1}, "seed must be an integer >= 0"),
         ({"control": "yes"}, "control must be true or false"),
         ({"task": "structural_distance", "probe": {"rank": 0}}, "rank must be > 0"),
+        ({"task": "structural_distance", "probe": {"lr_decay": 1.5}}, "lr_decay must be at most 1"),
+        ({"task": "structural_distance", "probe": {"lr_decay": 0}}, "lr_decay must be > 0"),
     ],
 )
 def test_experiment_values_out_of_range_are_named(change, message):
