@@ -43,7 +43,14 @@ def main() -> None:
     from probing_lab.probing.runners.span import span_rows, span_sentences
     from probing_lab.probing.span_batches import gather_spans, sentence_batches, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
-    from probing_lab.probing.span_probe import SpanInputs, SpanProbe, _spans, _token_statistics, standardised
+    from probing_lab.probing.span_probe import (
+        SpanInputs,
+        SpanProbe,
+        _one_token_roles,
+        _spans,
+        _token_statistics,
+        standardised,
+    )
 
     exp = Experiment.load(args.experiment)
     loaded = load_model(args.model)
@@ -64,7 +71,7 @@ def main() -> None:
             out.append(SpanProbe(X.tokens.shape[-1], len(index), config, X.n_spans, n_layers))
         return out
 
-    stacked = StackedSpanLinear(probes(), config)
+    stacked = StackedSpanLinear(probes(), config, _one_token_roles(X))  # one-token roles folded, as a fit does
     modules = probes()
     optimizers = [
         torch.optim.AdamW(m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True) for m in modules
