@@ -22,7 +22,11 @@ def test_written_out_gradient_is_autogradient_of_the_loss(kind, layers):
     features = [rng.normal(size=shape(n)).astype(np.float32) for n in lengths]
     heads = [_random_tree(n, rng) for n in lengths]
     targets = [T.tree_distances(h) if kind == "distance" else T.tree_depths(h) for h in heads]
-    x, y, length = _pad(features, targets, kind)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    x, y, length = _pad(np.concatenate(features), offsets, targets, [0, 1, 2, 3], kind)
+    for i, n in enumerate(lengths):  # each sentence's vectors and targets, zeros after it
+        assert np.array_equal(x[i, :n].numpy(), features[i]) and not x[i, n:].any()
+        assert np.array_equal(y[i, :n, :n] if kind == "distance" else y[i, :n], targets[i])
     torch.manual_seed(0)
     probe = _Structural(16, 4, layers)
     if layers > 1:

@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..features.activations import take_layer
+from ..features.activations import split_half
 from ..settings import config_from_dict
 from . import tasks as T
 from .heads import adamw_update
@@ -67,24 +67,24 @@ def _batches(items, size):
         yield items[i : i + size]
 
 
-def _pad(features: list[np.ndarray], targets: list[np.ndarray], kind: str):
-    n = max(len(t) for t in targets)
-    lengths = torch.tensor([len(t) for t in targets])
-    shape = (len(features), n, *features[0].shape[1:])
-    x = torch.zeros(shape)
-    y = torch.zeros((len(features), n) if kind == "depth" else (len(features), n, n))
-    for i, (f, t) in enumerate(zip(features, targets)):
-        x[i, : len(t)] = torch.from_numpy(np.array(f, dtype=np.float32))
+def _pad(rows: np.ndarray, offsets: np.ndarray, targets: list, idx, kind: str):
+    """The sentences ``idx`` as a zero-padded batch: ``x`` ``(batch, n, [layers,] dim)`` gathered from
+    ``rows`` (every token's vector, sentence ``i`` at ``offsets[i]:offsets[i + 1]``), ``y`` their
+    targets ``(batch, n, n)`` or ``(batch, n)``, and their lengths."""
+    idx = np.asarray(idx)
+    starts, lengths = offsets[idx], offsets[idx + 1] - offsets[idx]
+    n = int(lengths.max())
+    valid = np.arange(n)[None, :] < lengths[:, None]
+    x = torch.from_numpy(rows[np.where(valid, starts[:, None] + np.arange(n)[None, :], 0)])  # a copy
+    x[torch.from_numpy(~valid)] = 0.0
+    y = torch.zeros((len(idx), n) if kind == "depth" else (len(idx), n, n))
+    for i, length in zip(range(len(idx)), lengths):
+        t = torch.as_tensor(targets[idx[i]], dtype=torch.float32)
         if kind == "depth":
-            y[i, : len(t)] = torch.as_tensor(t, dtype=torch.float32)
+            y[i, :length] = t
         else:
-            y[i, : len(t), : len(t)] = torch.as_tensor(t, dtype=torch.float32)
-    return x, y, lengths
-
-
-def _pad_items(data: tuple, idx, kind: str):
-    """:func:`_pad` of the sentences ``idx`` of ``data`` (features, targets)."""
-    return _pad([data[0][i] for i in idx], [data[1][i] for i in idx], kind)
+            y[i, :length, :length] = t
+    return x, y, torch.as_tensor(lengths)
 
 
 def _loss_weights(lengths: torch.Tensor, n: int, kind: str) -> torch.Tensor:
@@ -190,30 +190,25 @@ def fit_structural_probe(
 
     targets = targets or structural_targets(kind, splits)
 
-    def features(split) -> list:
-        feats = []
-        for i in range(len(split.sentences)):
-            f = split.features.sentence(i)  # (layers, n, dim)
-            feats.append(np.transpose(f, (1, 0, 2)) if key == "mix" else take_layer(f, key))
-        return feats
+    def padded(role: str, order) -> list:  # the split's sentences in batches of batch_size, in ``order``
+        split = splits[role]
+        rows = np.asarray(split.layer(key), dtype=np.float32)  # (tokens, [layers,] dim)
+        return [_pad(rows, split.features.offsets, targets[role], idx, kind) for idx in _batches(order, batch_size)]
 
-    data = {role: (features(split), targets[role]) for role, split in splits.items()}
-    dim = data["train"][0][0].shape[-1]
+    first = splits["train"].features.sentence(0)  # (layers, n, dim)
+    dim = first.shape[-1] // (2 if split_half(key) else 1)
     torch.manual_seed(seed)
-    n_layers = data["train"][0][0].shape[1] if key == "mix" else 1
+    n_layers = first.shape[0] if key == "mix" else 1
     probe = _Structural(dim, rank, n_layers)
     params = list(probe.parameters())
     moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]  # Adam's, written out
     steps = 0
     rng = np.random.default_rng(seed)
     best, best_state, bad = float("inf"), None, 0
-    by_length = np.argsort([len(t) for t in data["train"][1]], kind="stable")
+    by_length = np.argsort([len(t) for t in targets["train"]], kind="stable")
     # similar lengths together (little padding); padded once for every epoch
-    batches = []
-    for idx in _batches(by_length, batch_size):
-        x, y, lengths = _pad_items(data["train"], idx, kind)
-        batches.append((x, y, _loss_weights(lengths, y.shape[1], kind)))
-    dev_batches = [_pad_items(data["dev"], idx, kind) for idx in _batches(np.arange(len(data["dev"][0])), batch_size)]
+    batches = [(x, y, _loss_weights(lengths, y.shape[1], kind)) for x, y, lengths in padded("train", by_length)]
+    dev_batches = padded("dev", np.arange(len(targets["dev"])))
     for _ in range(epochs):
         probe.train()
         for b in rng.permutation(len(batches)):
@@ -230,12 +225,12 @@ def fit_structural_probe(
                 break
             lr *= lr_decay  # a plateau: smaller steps settle into the optimum
     probe.load_state_dict(best_state)
-    predictions = _predict(probe, data["test"][0], kind)
+    predictions = _predict(probe, padded("test", np.arange(len(targets["test"]))), kind)
     sentences = splits["test"].sentences
     keep = [_keep_mask(s) for s in sentences]
     heads = [[t.head for t in s.tokens] for s in sentences]
     kept_pred = [p[np.ix_(k, k)] if kind == "distance" else p[k] for p, k in zip(predictions, keep)]
-    kept_gold = [g[np.ix_(k, k)] if kind == "distance" else g[k] for g, k in zip(data["test"][1], keep)]
+    kept_gold = [g[np.ix_(k, k)] if kind == "distance" else g[k] for g, k in zip(targets["test"], keep)]
     spearman = T.spearman_by_length(kept_pred, kept_gold)
     per_sentence = T.uuas_per_sentence if kind == "distance" else T.root_per_sentence
     right, total = per_sentence(predictions, heads, keep)
@@ -255,7 +250,7 @@ def fit_structural_probe(
 
 @torch.no_grad()
 def _evaluate_loss(probe, batches: list, kind) -> float:
-    """The mean per-sentence loss over padded batches (``_pad_items``)."""
+    """The mean per-sentence loss over padded batches (:func:`_pad`)."""
     probe.eval()
     total, count = 0.0, 0
     for x, y, lengths in batches:
@@ -265,10 +260,12 @@ def _evaluate_loss(probe, batches: list, kind) -> float:
 
 
 @torch.no_grad()
-def _predict(probe, features, kind) -> list[np.ndarray]:
+def _predict(probe, batches: list, kind) -> list[np.ndarray]:
+    """Each sentence's predicted distances ``(n, n)`` (or depths ``(n,)``), from padded batches."""
     probe.eval()
     out = []
-    for f in features:
-        x = torch.from_numpy(np.array(f, dtype=np.float32)).unsqueeze(0)
-        out.append(probe(x, kind)[0].numpy())
+    for x, _, lengths in batches:
+        predicted = probe(x, kind).numpy()
+        for p, n in zip(predicted, lengths.tolist()):
+            out.append(p[:n, :n] if kind == "distance" else p[:n])
     return out
