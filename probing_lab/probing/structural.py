@@ -18,7 +18,6 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..features.activations import split_half
 from ..settings import config_from_dict
 from . import tasks as T
 from .heads import adamw_update
@@ -78,7 +77,7 @@ def _pad(rows: np.ndarray, offsets: np.ndarray, targets: list, idx, kind: str):
     x = torch.from_numpy(rows[np.where(valid, starts[:, None] + np.arange(n)[None, :], 0)])  # a copy
     x[torch.from_numpy(~valid)] = 0.0
     y = torch.zeros((len(idx), n) if kind == "depth" else (len(idx), n, n))
-    for i, length in zip(range(len(idx)), lengths):
+    for i, length in enumerate(lengths):
         t = torch.as_tensor(targets[idx[i]], dtype=torch.float32)
         if kind == "depth":
             y[i, :length] = t
@@ -195,19 +194,17 @@ def fit_structural_probe(
         rows = np.asarray(split.layer(key), dtype=np.float32)  # (tokens, [layers,] dim)
         return [_pad(rows, split.features.offsets, targets[role], idx, kind) for idx in _batches(order, batch_size)]
 
-    first = splits["train"].features.sentence(0)  # (layers, n, dim)
-    dim = first.shape[-1] // (2 if split_half(key) else 1)
+    by_length = np.argsort([len(t) for t in targets["train"]], kind="stable")
+    # similar lengths together (little padding); padded once for every epoch
+    batches = [(x, y, _loss_weights(lengths, y.shape[1], kind)) for x, y, lengths in padded("train", by_length)]
+    x = batches[0][0]  # (batch, n, [layers,] dim)
     torch.manual_seed(seed)
-    n_layers = first.shape[0] if key == "mix" else 1
-    probe = _Structural(dim, rank, n_layers)
+    probe = _Structural(x.shape[-1], rank, x.shape[2] if key == "mix" else 1)
     params = list(probe.parameters())
     moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]  # Adam's, written out
     steps = 0
     rng = np.random.default_rng(seed)
     best, best_state, bad = float("inf"), None, 0
-    by_length = np.argsort([len(t) for t in targets["train"]], kind="stable")
-    # similar lengths together (little padding); padded once for every epoch
-    batches = [(x, y, _loss_weights(lengths, y.shape[1], kind)) for x, y, lengths in padded("train", by_length)]
     dev_batches = padded("dev", np.arange(len(targets["dev"])))
     for _ in range(epochs):
         probe.train()
