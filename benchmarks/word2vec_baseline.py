@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from probing_lab.probing.experiment import Experiment, RunProgress  # noqa: E402
 from probing_lab.probing.runners import RUNNERS  # noqa: E402
-from probing_lab.probing.splits import load_splits  # noqa: E402
+from probing_lab.probing.splits import load_splits, read_sentences  # noqa: E402
 from probing_lab.static import StaticEncoder, StaticVectors  # noqa: E402
 
 EXPERIMENTS = ("pos_ewt", "wsd_coarse", "wsd_coarse_linear")
@@ -53,7 +53,7 @@ def run(name: str, encoder: StaticEncoder, data_dir: str, cache_dir, log) -> dic
     exp = dataclasses.replace(exp, layers=[0], random_init=False)
     start = time.perf_counter()
     before_oov, before_lookups = encoder.vectors.oov, encoder.vectors.lookups
-    splits = load_splits(exp, encoder, data_dir, cache_dir, progress=False)
+    splits = load_splits(read_sentences(exp, data_dir), encoder, cache_dir, progress=False)
     report = RunProgress(log, None, len(exp.layer_keys))
     layers, extra = RUNNERS[exp.task](exp, splits, True, report)
     lookups = encoder.vectors.lookups - before_lookups

@@ -70,17 +70,18 @@ def load_experiment_splits(exp: Experiment, encoder, data_dir, cache_dir, progre
     """An experiment's splits with their features from ``encoder``, extracted into the feature cache
     when it does not have them yet (what a sweep does once per model before its cells run)."""
     files = load_file_dataset(exp) if isinstance(exp.dataset, dict) else None
-    return load_splits(exp, encoder, data_dir, cache_dir, progress, files.sentences if files else None)
+    sentences = read_sentences(exp, data_dir, files.sentences if files else None)
+    return load_splits(sentences, encoder, cache_dir, progress)
 
 
-def _run_one(exp: Experiment, encoder, data_dir, cache_dir, progress, with_controls, report, sentences, phase="model"):
+def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, report, sentences, phase="model"):
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
     start = time.perf_counter()
-    splits = load_splits(exp, encoder, data_dir, cache_dir, progress, sentences)
+    splits = load_splits(sentences, encoder, cache_dir, progress)
     report.add_time(f"{phase} extraction", time.perf_counter() - start)
     start = time.perf_counter()
     if with_controls:  # before any fit: how much the test set can tell
@@ -119,8 +120,8 @@ def _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, sen
         report.log(f"  seed {seed}:")
         other = replace(exp, seed=seed, control=False, mdl=False)
         if files is not None and files.split.get("carved_from"):  # split again with this seed
-            sentences = load_file_dataset(other).sentences
-        again_layers, _ = _run_one(other, encoder, data_dir, cache_dir, progress, False, report, sentences, "seeds")
+            sentences = read_sentences(other, data_dir, load_file_dataset(other).sentences)
+        again_layers, _ = _run_one(other, encoder, cache_dir, progress, False, report, sentences, "seeds")
         for key, entry in again_layers.items():
             scores[key].append(entry["score"])
     return {
@@ -221,7 +222,7 @@ def run_experiment(
     t = time.perf_counter()
     sentences = read_sentences(exp, data_dir, files.sentences if files else None)  # once, for every model
     report.add_time("data", time.perf_counter() - t)
-    layers, extra = _run_one(exp, encoder, data_dir, cache_dir, progress, True, report, sentences)
+    layers, extra = _run_one(exp, encoder, cache_dir, progress, True, report, sentences)
     test = extra.pop("_test")
     baselines = {"majority": extra.pop("majority")}
     random_layers = None
@@ -233,7 +234,7 @@ def run_experiment(
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
         random_encoder = ElmoEncoder(random_model, "random-init")
         random_layers, _ = _run_one(
-            exp, random_encoder, data_dir, cache_dir, progress, False, report, sentences, phase="random_init"
+            exp, random_encoder, cache_dir, progress, False, report, sentences, phase="random_init"
         )
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     seed_scores = _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, sentences, layers)

@@ -58,6 +58,11 @@ class SpanInputs:
         return SpanInputs(self.tokens, self.span1[idx], pick(self.span2), pick(self.units))
 
     @property
+    def roles(self) -> list[np.ndarray]:
+        """The spans of each role: ``[span1]``, or ``[span1, span2]`` for pairs."""
+        return [self.span1] if self.span2 is None else [self.span1, self.span2]
+
+    @property
     def lengths(self) -> np.ndarray:
         """Each example's length in tokens (of the longer span of a pair)."""
         lengths = self.span1[:, 1] - self.span1[:, 0]
@@ -117,8 +122,7 @@ def standardised(tokens: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> t
 
 
 def _spans(X: SpanInputs, idx=None) -> list[torch.Tensor]:
-    chosen = [X.span1] if X.span2 is None else [X.span1, X.span2]
-    return [torch.as_tensor(s if idx is None else s[idx], dtype=torch.long) for s in chosen]
+    return [torch.as_tensor(s if idx is None else s[idx], dtype=torch.long) for s in X.roles]
 
 
 @dataclass
@@ -169,8 +173,7 @@ def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _one_token_roles(*inputs: SpanInputs) -> list[bool]:
     """Per span role, whether every span of ``inputs`` is one token long."""
-    roles = [[x.span1] + ([] if x.span2 is None else [x.span2]) for x in inputs]
-    return [all(bool(np.all(s[:, 1] - s[:, 0] == 1)) for s in spans) for spans in zip(*roles)]
+    return [all(bool(np.all(s[:, 1] - s[:, 0] == 1)) for s in spans) for spans in zip(*(x.roles for x in inputs))]
 
 
 def fit_span_probe(

@@ -45,7 +45,7 @@ def read_sentences(exp, data_dir, given: dict | None = None) -> dict:
     """Each role's sentences: from the registry, or ``given[role]`` already read from the user's files;
     empty sentences dropped, the training split cut to ``max_train_sentences``. Read once per run and
     shared by the model, the random-init model and further seeds (constituents_ptb's trees take 4.5 s
-    to read). Reading what it returned again gives the same."""
+    to read)."""
     from ..datasets import load_dataset
 
     out = {}
@@ -64,11 +64,11 @@ def read_sentences(exp, data_dir, given: dict | None = None) -> dict:
     return out
 
 
-def load_splits(exp, encoder, data_dir, cache_dir, progress: bool, sentences: dict | None = None) -> dict[str, Split]:
-    """Each role's sentences (:func:`read_sentences`; ``sentences``: what it returned, or the user's
-    files already read) with their features from ``encoder``."""
+def load_splits(sentences: dict, encoder, cache_dir, progress: bool) -> dict[str, Split]:
+    """Each role's sentences (what :func:`read_sentences` returned) with their features from
+    ``encoder``."""
     out = {}
-    for role, chosen in read_sentences(exp, data_dir, sentences).items():
+    for role, chosen in sentences.items():
         words = chosen if isinstance(chosen, TokenTable) else [s.words for s in chosen]
         feats = extract_features(encoder, words, cache_dir=cache_dir, progress=progress)
         out[role] = Split(chosen, feats)
