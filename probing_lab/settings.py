@@ -46,6 +46,8 @@ def config_from_dict(cls, data: dict, where: str):
                 raise ValueError(f"{where}: {name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
             if name in getattr(cls, "AT_MOST_ONE", ()) and value > 1:
                 raise ValueError(f"{where}: {name} must be at most 1, got {value!r}")
+            if name in getattr(cls, "BELOW_ONE", ()) and value >= 1:
+                raise ValueError(f"{where}: {name} must be below 1, got {value!r}")
     return cls(**data)
 
 

@@ -290,6 +290,55 @@ def test_stacked_linear_heads_step_as_torch_adamw_with_autograd(mix):
         assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
 
 
+def test_parameter_average_is_the_warmed_up_moving_average_and_swaps_in_for_evaluation():
+    from probing_lab.probing.heads import ParameterAverage
+
+    p = torch.zeros(3)
+    averaged = ParameterAverage([p], decay=0.5)
+    expected = torch.zeros(3)
+    for t, value in enumerate([4.0, 8.0, -2.0, 6.0], start=1):
+        p.fill_(value)
+        averaged.update()
+        beta = min(0.5, (1 + t) / (10 + t))  # step 1: 2/11, then 0.5
+        expected = beta * expected + (1 - beta) * value
+    assert torch.allclose(averaged.average[0], expected)
+    averaged.use(True)  # evaluation: the average in the parameter itself
+    assert torch.allclose(p, expected)
+    averaged.use(True)  # twice is once
+    averaged.use(False)
+    assert torch.equal(p, torch.full((3,), 6.0))  # the live value back, training goes on from it
+    off = ParameterAverage([p], decay=0.0)
+    off.update()
+    off.use(True)
+    assert off.average is None and torch.equal(p, torch.full((3,), 6.0))
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_stacked_heads_evaluate_and_keep_the_average_of_their_steps(mix):
+    from probing_lab.probing.heads import StackedLinear
+
+    X, y = _blobs(n=512, dim=8, k=3)
+    if mix:
+        X = np.stack([X, -0.5 * X], 1)
+    xs, ys = torch.as_tensor(X), torch.as_tensor(np.stack([y, (y + 1) % 3], 1))
+    cfg = ProbeConfig(lr=0.1, average=0.8, mix=mix)
+    heads = StackedLinear(8, 3, 2, cfg, 2 if mix else None)
+    expected = [t.clone() for t in heads.params]
+    for step in range(8):
+        heads.step(xs[64 * step : 64 * (step + 1)], ys[64 * step : 64 * (step + 1)], [0, 1])
+        beta = min(0.8, (2 + step) / (11 + step))
+        expected = [beta * e + (1 - beta) * t for e, t in zip(expected, heads.params)]
+    live = [t.clone() for t in heads.params]
+    heads.train(False)  # evaluation mode: logits and snapshots read the average
+    for t, e in zip(heads.params, expected):
+        assert torch.allclose(t, e, atol=1e-6)
+    assert not torch.allclose(heads.params[0], live[0])  # the steps did bounce
+    kept = heads.snapshot(1)
+    assert torch.allclose(kept[0], expected[0][:-1, 3:6], atol=1e-6)
+    heads.train(True)
+    assert all(torch.equal(t, v) for t, v in zip(heads.params, live))
+
+
 @pytest.mark.parametrize("mix", [False, True])
 def test_a_bfloat16_step_is_the_float32_step_up_to_its_rounding(mix):
     # bfloat16 rows make the two products bfloat16 (8 bits of mantissa, float32 accumulation); the

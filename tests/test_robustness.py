@@ -71,6 +71,8 @@ def test_config_values_that_would_train_wrongly_are_named_with_the_file(tmp_path
         ({"probe": {"epochs": -3}}, "epochs must be > 0, got -3"),
         ({"probe": {"lr": float("nan")}}, "lr must be > 0"),
         ({"probe": {"lr_decay": 2.0}}, "lr_decay must be at most 1"),
+        ({"probe": {"average": 1.0}}, "average must be below 1, got 1.0"),
+        ({"probe": {"average": -0.5}}, "average must be >= 0"),
         ({"seed": -1}, "seed must be an integer >= 0"),
         ({"control": "yes"}, "control must be true or false"),
         ({"task": "structural_distance", "probe": {"rank": 0}}, "rank must be > 0"),

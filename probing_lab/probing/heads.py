@@ -42,6 +42,39 @@ class ModuleHeads:
             group["lr"] *= factor
 
 
+class ParameterAverage:
+    """Polyak averaging of a probe's parameters: an exponential moving average of them over the
+    steps (``decay`` per step, warmed up as ``min(decay, (1 + t) / (10 + t))`` so that early on it
+    is a plain mean of the steps so far). Minibatch AdamW's iterates bounce around the optimum; their
+    average sits nearer to it, and its dev score rises smoothly instead of bouncing. The average is
+    what is evaluated and kept: :meth:`use` swaps it into the parameters (eval mode) and the live
+    values back (train mode). ``decay`` 0: no averaging (the last step's parameters)."""
+
+    def __init__(self, params: list, decay: float):
+        self.params, self.decay, self.steps = params, decay, 0
+        self.average = [p.clone() for p in params] if decay else None
+        self._live = None  # the live parameters while the average is swapped in
+
+    def update(self) -> None:
+        if self.average is None:
+            return
+        self.steps += 1
+        weight = 1 - min(self.decay, (1 + self.steps) / (10 + self.steps))
+        for avg, p in zip(self.average, self.params):
+            avg.lerp_(p, weight)
+
+    def use(self, averaged: bool) -> None:
+        """Swap the average into the parameters (``True``) or the live values back (``False``)."""
+        if self.average is None or averaged == (self._live is not None):
+            return
+        if averaged:
+            self._live = [p.clone() for p in self.params]
+        for p, value in zip(self.params, self.average if averaged else self._live):
+            p.copy_(value)
+        if not averaged:
+            self._live = None
+
+
 def adamw_update(params: list, grads: list, moments: list, rates: list, step: int, weight_decay: float) -> None:
     """One AdamW step in place, the arithmetic of ``torch.optim.AdamW`` (defaults betas and eps),
     with a learning rate per tensor that broadcasts to it (``rates``: 0 where a head has stopped);
@@ -131,12 +164,13 @@ class StackedLinear:
         self.steps = 0
         self._rates = None  # (active heads, the learning rates per parameter) until either changes
         self._minus_one = torch.full((1, n_heads, 1), -1.0)
+        self.averaged = ParameterAverage(self.params, config.average)
 
     def __len__(self) -> int:
         return self.H
 
     def train(self, on: bool) -> None:
-        pass  # no dropout
+        self.averaged.use(not on)  # evaluated and kept: the averaged parameters
 
     def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
         """``(H, ...)`` -> ``(..., H * K)``: each head's value on its K logit columns."""
@@ -182,6 +216,7 @@ class StackedLinear:
             self._rates = (list(active), [self._per_column(lr), lr[:, None], lr])
         self.steps += 1
         adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.config.weight_decay)
+        self.averaged.update()
 
     def snapshot(self, h: int):
         cols = slice(h * self.K, (h + 1) * self.K)

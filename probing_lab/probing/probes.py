@@ -42,6 +42,9 @@ class ProbeConfig:
     patience: int = 4  # epochs without a better dev score before stopping
     lr_decay: float = 0.7  # the learning rate is multiplied by this after each epoch without a better dev score
     seed: int = 0  # initialisation and minibatch order
+    # linear probes trained with AdamW: evaluate and keep the parameters' moving average over the steps
+    # (this decay per step; heads.ParameterAverage), 0: the last step's
+    average: float = 0.99
     mix: bool = False  # learn a scalar mix of all layers with the probe (X is (N, n_layers, dim))
     # token and sentence probes (linear, adamw): the products in bfloat16 | float32 | auto (bfloat16 where the
     # CPU has it, from heads.BFLOAT16_FROM_ROWS training rows). Span probes stay float32: their sentence-batched
@@ -50,6 +53,7 @@ class ProbeConfig:
 
     POSITIVE = ("lbfgs_steps", "hidden", "rank", "lr", "epochs", "batch_size", "lr_decay")  # the rest: >= 0
     AT_MOST_ONE = ("lr_decay",)
+    BELOW_ONE = ("average",)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "probe") -> "ProbeConfig":

@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .heads import adamw_update
+from .heads import ParameterAverage, adamw_update
 from .probes import ProbeConfig
 from .span_batches import TokenBatch
 
@@ -77,12 +77,15 @@ class StackedSpanLinear:
         self.lr = torch.full((self.H,), config.lr)
         self.weight_decay, self.steps = config.weight_decay, 0
         self._rates = None  # (active heads, the learning rates per parameter) until either changes
+        # averaged: AdamW's parameters and D (a folded role's blocks are M + D (start - M's start), so the
+        # average of unfolded blocks is the average M's plus the average D's); the attention biases only decay
+        self.averaged = ParameterAverage(self.params + [self.decayed], config.average)
 
     def __len__(self) -> int:
         return self.H
 
     def train(self, on: bool) -> None:
-        pass  # no dropout
+        self.averaged.use(not on)  # evaluated and kept: the averaged parameters
 
     def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
         """``(H, ...)`` -> ``(..., columns)``: each head's value on its columns of ``W_all``."""
@@ -196,6 +199,7 @@ class StackedSpanLinear:
         adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.weight_decay)
         for c in self.c + [self.decayed]:
             c.mul_(self._rates[2])
+        self.averaged.update()
 
     def _columns(self, h: int, fold: bool) -> torch.Tensor:
         """Head ``h``'s columns of a role's ``W[r]``: its K (folded), or its 3 K and attention vector."""
