@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..settings import config_from_dict
-from .heads import ModuleHeads, StackedLinear, products_dtype, train_with_early_stopping
+from .heads import ModuleHeads, StackedLinear, minibatch_size, products_dtype, train_with_early_stopping
 from .rows import _chunks, _standardise, as_rows
 
 
@@ -43,7 +43,8 @@ class ProbeConfig:
     lr_decay: float = 0.7  # the learning rate is multiplied by this after each epoch without a better dev score
     seed: int = 0  # initialisation and minibatch order
     # linear probes trained with AdamW: evaluate and keep the parameters' moving average over the steps
-    # (this decay per step; heads.ParameterAverage), 0: the last step's
+    # (this decay per step, at most a horizon of half an epoch; none on a small set: heads.average_decay), 0: the
+    # last step's
     average: float = 0.99
     mix: bool = False  # learn a scalar mix of all layers with the probe (X is (N, n_layers, dim))
     # token and sentence probes (linear, adamw): the products in bfloat16 | float32 | auto (bfloat16 where the
@@ -171,8 +172,9 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     X_t = prep(X, *chunks[0]) if len(chunks) == 1 else None
     Xd = prep(X_dev, 0, len(X_dev)) if len(dev_chunks) <= 1 else None
     g = torch.Generator().manual_seed(config.seed)
+    batch_size = minibatch_size(config, len(X))
     if stacked:
-        heads = StackedLinear(X.shape[-1], n_classes, len(ys), config, X.shape[1] if config.mix else None)
+        heads = StackedLinear(X.shape[-1], n_classes, len(ys), config, X.shape[1] if config.mix else None, len(X))
     else:
         pairs = []
         for _ in ys:
@@ -205,8 +207,6 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
             return loss
 
         return closure
-
-    batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
     def run_epoch(active: list[int]) -> None:
         if config.optimizer == "lbfgs":

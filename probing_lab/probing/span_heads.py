@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .heads import ParameterAverage, adamw_update
+from .heads import ParameterAverage, adamw_update, average_decay
 from .probes import ProbeConfig
 from .span_batches import TokenBatch
 
@@ -39,7 +39,9 @@ class StackedSpanLinear:
     the blocks apart: each block is ``M + D (its start - M's start)`` and its attention vector ``D``
     times its start, ``D`` the head's product of weight-decay factors so far (``decayed``)."""
 
-    def __init__(self, modules: list[nn.Module], config: ProbeConfig, folded: Optional[list[bool]] = None):
+    def __init__(
+        self, modules: list[nn.Module], config: ProbeConfig, folded: Optional[list[bool]] = None, n_spans=None
+    ):
         first = modules[0]
         self.H, self.K = len(modules), first.net.out_features
         dim = first.attention[0].in_features
@@ -79,7 +81,7 @@ class StackedSpanLinear:
         self._rates = None  # (active heads, the learning rates per parameter) until either changes
         # averaged: AdamW's parameters and D (a folded role's blocks are M + D (start - M's start), so the
         # average of unfolded blocks is the average M's plus the average D's); the attention biases only decay
-        self.averaged = ParameterAverage(self.params + [self.decayed], config.average)
+        self.averaged = ParameterAverage(self.params + [self.decayed], average_decay(config, n_spans))
 
     def __len__(self) -> int:
         return self.H

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .heads import ModuleHeads, train_with_early_stopping
+from .heads import ModuleHeads, minibatch_size, train_with_early_stopping
 from .probes import ProbeConfig, classifier
 from .span_batches import gather_spans, length_batches, sentence_batches, token_batch
 from .span_heads import StackedSpanLinear
@@ -208,8 +208,9 @@ def fit_span_probes(
         modules.append(SpanProbe(tokens.shape[-1], n_classes, config, X.n_spans, tokens.shape[1] if config.mix else 1))
     trained = [TrainedSpanProbe(module, mean, std, n_classes, 0, -1.0, []) for module in modules]
     stacked = config.kind == "linear"  # written out, no autograd; an MLP or rank probe as modules
+    batch_size = minibatch_size(config, len(X))
     if stacked:
-        heads = StackedSpanLinear(modules, config, _one_token_roles(X, X_dev))
+        heads = StackedSpanLinear(modules, config, _one_token_roles(X, X_dev), len(X))
     else:
         optimizer = lambda m: torch.optim.AdamW(  # noqa: E731
             m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True
@@ -226,7 +227,6 @@ def fit_span_probes(
     source = standardised(tokens, mean, std)
     dev_source = standardised(X_dev.tokens, mean, std) if len(X_dev) else None
     dev_batches = batches(X_dev, 1024) if len(X_dev) else []
-    batch_size = min(config.batch_size, max(32, len(X) // 16))  # small sets still get enough updates
 
     def run_epoch(active: list[int]) -> None:
         for idx in batches(X, batch_size, g):
