@@ -314,11 +314,13 @@ def test_parameter_average_is_the_warmed_up_moving_average_and_swaps_in_for_eval
 
 
 def test_the_average_spans_at_most_half_an_epoch_and_none_on_a_small_set():
+    # (AVERAGE_FROM_STEPS = 64 minibatches an epoch)
     from probing_lab.probing.heads import average_decay, minibatch_size
 
     config = ProbeConfig()  # average 0.99, minibatches of 1,024
     assert average_decay(config, 204_577) == pytest.approx(0.99)  # pos_ewt: 200 steps an epoch, horizon 100
-    assert average_decay(config, 40_960) == pytest.approx(1 - 2 / 40)  # 40 steps: horizon 20, not 100
+    assert average_decay(config, 102_400) == pytest.approx(1 - 2 / 100)  # 100 steps: horizon 50, not 100
+    assert average_decay(config, 60_000) == 0.0  # 59 steps an epoch: too few to average
     assert minibatch_size(config, 10_507) == 656 and average_decay(config, 10_507) == 0.0  # a sixteenth: none
     assert average_decay(ProbeConfig(average=0.0), 204_577) == 0.0
     assert average_decay(config, None) == 0.99  # no set size given: the configured decay

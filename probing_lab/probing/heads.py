@@ -81,19 +81,21 @@ def minibatch_size(config, n_rows: int) -> int:
     return min(config.batch_size, max(32, n_rows // 16))
 
 
+# fewer steps an epoch than this: no averaging (heads.average_decay)
+AVERAGE_FROM_STEPS = 64
+
+
 def average_decay(config, n_rows: Optional[int]) -> float:
-    """The per-step decay of a probe's :class:`ParameterAverage` on ``n_rows`` training rows:
-    ``config.average``, held to a horizon of at most half an epoch (``1 / (1 - decay) <= steps / 2``);
-    0 (the last step's parameters) on a small set, whose minibatches are a sixteenth of it. There an
-    epoch is 16 steps, a 100-step average would lag six epochs behind the probe, and averaging (at
-    any horizon) moved bigram_shift_ewt's near-chance scores by up to 0.015 either way, with no time
-    to gain (its probes take seconds)."""
+    """The per-step decay of a probe's :class:`ParameterAverage` on ``n_rows`` training rows (or
+    spans): ``config.average``, held to a horizon of at most half an epoch (``1 / (1 - decay) <= steps
+    / 2``), and 0 (the last step's parameters) where an epoch has fewer than ``AVERAGE_FROM_STEPS``
+    minibatches. On such small sets (a set under 16,384 rows is 16 minibatches of a sixteenth) the
+    average lags the probe by epochs, and averaging moved near-chance scores by up to 0.015 either way
+    (bigram_shift_ewt) and coref_gum's L1 by 0.012, with no time to gain: their probes take seconds."""
     if n_rows is None or not config.average:
         return config.average
-    batch = minibatch_size(config, n_rows)
-    if batch < config.batch_size:
-        return 0.0
-    return min(config.average, 1 - 2 / -(-n_rows // batch))
+    steps = -(-n_rows // minibatch_size(config, n_rows))
+    return 0.0 if steps < AVERAGE_FROM_STEPS else min(config.average, 1 - 2 / steps)
 
 
 def adamw_update(params: list, grads: list, moments: list, rates: list, step: int, weight_decay: float) -> None:
