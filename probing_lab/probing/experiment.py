@@ -74,12 +74,15 @@ def load_experiment_splits(exp: Experiment, encoder, data_dir, cache_dir, progre
     return load_splits(sentences, encoder, cache_dir, progress)
 
 
-def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, report, sentences, phase="model"):
+def _check_layers(exp: Experiment, encoder) -> None:
     too_deep = [layer for layer in exp.layers if (layer_number(layer) or 0) >= encoder.n_layers]
     if too_deep:
         raise ExperimentError(
             f"{exp.source}: layer(s) {too_deep} do not exist; the model has layers 0-{encoder.n_layers - 1}"
         )
+
+
+def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, report, sentences, phase="model"):
     start = time.perf_counter()
     splits = load_splits(sentences, encoder, cache_dir, progress)
     report.add_time(f"{phase} extraction", time.perf_counter() - start)
@@ -213,6 +216,7 @@ def run_experiment(
     if static is not None and (exp.layers != [0] or exp.random_init):
         log(f"{exp.name}: static vectors are one context-free layer: probing layer 0, no random-init baseline")
         exp = replace(exp, layers=[0], random_init=False)
+    _check_layers(exp, encoder)  # before any data is read
     data_dir, _ = resolve_data_dir(data_dir)
     start = time.perf_counter()
     dataset = exp.dataset if files is None else describe(exp.dataset)
