@@ -726,6 +726,13 @@ def test_sense_centroids_by_hand():
         mfs={"crane": "bird"},
     )
     assert pred == ["money", "river", "bird"]
+    # a context-free layer: every "bank" one vector, so both senses' centroids are that vector (their
+    # means differ by rounding alone); the tie goes to the sense seen most in training, not the rounding
+    v = np.array([0.1, 0.7, 0.3], dtype=np.float32)
+    for n_river in (2, 5, 7):
+        senses = ["money"] * 3 + ["river"] * n_river
+        pred = T.sense_centroid_predict(np.tile(v, (len(senses), 1)), ["bank"] * len(senses), senses, v[None], ["bank"])
+        assert pred == ["money" if n_river < 3 else "river"]
 
 
 def test_head_selection_accuracy_by_hand():

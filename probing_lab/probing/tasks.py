@@ -331,6 +331,9 @@ def root_accuracy(
 # --- word sense ------------------------------------------------------------------------------
 
 
+TIE = 1e-6  # cosines closer than this are the same to float32 rounding (~1e-7 for unit vectors)
+
+
 def sense_centroid_predict(
     train_vectors: np.ndarray,
     train_lemmas: Sequence[str],
@@ -342,7 +345,9 @@ def sense_centroid_predict(
     """Peters et al.'s nearest-sense-centroid WSD: per (lemma, sense) the mean training vector;
     a test occurrence takes the sense whose centroid is closest in cosine among its lemma's
     senses; a lemma never seen in training backs off to ``mfs[lemma]`` (most frequent sense)
-    or None."""
+    or None. Centroids that tie (within ``TIE``) go to the sense seen most in training: a
+    context-free layer gives every occurrence of a word one vector, so its senses' centroids are
+    that same vector, apart from the rounding of their means, which would otherwise decide."""
 
     def unit(x):
         return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
@@ -354,13 +359,16 @@ def sense_centroid_predict(
     train_unit = unit(np.asarray(train_vectors, dtype=np.float32))
     for lemma, senses in groups.items():
         names = sorted(senses)
-        centroids[lemma] = (names, unit(np.stack([train_unit[senses[n]].mean(0) for n in names])))
+        counts = np.array([len(senses[n]) for n in names])
+        centroids[lemma] = (names, unit(np.stack([train_unit[senses[n]].mean(0) for n in names])), counts)
     out = []
     test_unit = unit(np.asarray(vectors, dtype=np.float32))
     for v, lemma in zip(test_unit, lemmas):
         if lemma in centroids:
-            names, c = centroids[lemma]
-            out.append(names[int(np.argmax(c @ v))])
+            names, c, counts = centroids[lemma]
+            cosine = c @ v
+            tied = cosine >= cosine.max() - TIE
+            out.append(names[int(np.argmax(np.where(tied, counts, -1)))])
         else:
             out.append((mfs or {}).get(lemma))
     return out
