@@ -254,40 +254,6 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
         assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
 
 
-@pytest.mark.parametrize("min_mass", [0.0, 1e-6, float("inf")])  # prefix sums only, the default, pairs only
-def test_attention_pools_are_the_softmax_within_each_span(monkeypatch, min_mass):
-    """Each span's attention pool and its gradient, by prefix sums over the minibatch's tokens (spans of
-    little weight pair by pair), are those of a softmax over the span's own tokens, with autograd."""
-    from probing_lab.probing import span_heads
-    from probing_lab.probing.span_batches import token_batch
-
-    monkeypatch.setattr(span_heads, "MIN_PREFIX_MASS", min_mass)
-    by_pairs = []  # how many spans were pooled pair by pair
-    pool_by_pairs = span_heads.pool_by_pairs
-    monkeypatch.setattr(span_heads, "pool_by_pairs", lambda *a: by_pairs.append(a[4]) or pool_by_pairs(*a))
-    rng = np.random.default_rng(0)
-    H, K = 2, 3
-    source = torch.as_tensor(rng.normal(size=(120, H * K + H)), dtype=torch.float32)
-    source[:, H * K :] *= 5  # scores far apart: a span away from its run's top score has little weight
-    starts = np.concatenate([rng.integers(0, 50, 30), rng.integers(70, 110, 20)])  # two runs of rows
-    span = torch.as_tensor(np.stack([starts, starts + rng.integers(1, 10, 50)], 1))  # overlapping
-    batch = token_batch(source, [span])
-    first, last = batch.roles[0][:2]
-    c = torch.tensor([0.3, -0.2])
-    pooled, gradient = span_heads.attention_pools(batch.tokens, c, batch.roles[0], batch.runs, H, K)
-    Q = batch.tokens.clone().requires_grad_()
-    expected = []
-    for a, b in zip(first.tolist(), last.tolist()):
-        alpha = torch.softmax(Q[a : b + 1, H * K :] + c, 0)  # (L, H)
-        expected.append((alpha[..., None] * Q[a : b + 1, : H * K].view(-1, H, K)).sum(0).view(-1))
-    g = torch.as_tensor(rng.normal(size=pooled.shape), dtype=torch.float32)
-    (torch.stack(expected) * g).sum().backward()
-    assert len(torch.unique(batch.runs)) > 1
-    assert sum(by_pairs) in {0.0: [0], 1e-6: range(1, 50), float("inf"): [50]}[min_mass]  # of the 50 spans
-    assert torch.allclose(pooled, torch.stack(expected), atol=1e-5)
-    assert torch.allclose(gradient(g), Q.grad, atol=1e-5)
-
-
 def test_one_token_roles_train_folded_as_they_would_unfolded(monkeypatch):
     # arcs: a head and a dependent token, each a one-token span; the label is a direction of the head
     from probing_lab.probing import span_probe

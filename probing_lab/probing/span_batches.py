@@ -27,12 +27,10 @@ class TokenBatch:
     """A minibatch's tokens, each once: ``tokens`` ``(n, [n_layers,] dim)``; per span role ``(first,
     last, rows, span_of)``: each span's first and last token ``(B,)``, then every (span, token) pair
     of the minibatch, unpadded: the token ``(P,)`` and its span ``(P,)`` (``P`` = the spans' summed
-    lengths), all as indices into ``tokens``. ``runs`` ``(n,)``: each token's run of consecutive source
-    rows (a span's tokens are consecutive rows of ``tokens``, all in one run)."""
+    lengths), all as indices into ``tokens``."""
 
     tokens: torch.Tensor
     roles: list
-    runs: torch.Tensor
 
 
 def token_batch(source: torch.Tensor, spans: list[torch.Tensor]) -> TokenBatch:
@@ -47,12 +45,11 @@ def token_batch(source: torch.Tensor, spans: list[torch.Tensor]) -> TokenBatch:
         pairs.append((span_of, span[span_of, 0] + np.arange(len(span_of)) - starts[span_of], starts, lengths))
     every = np.sort(np.concatenate([rows for _, rows, _, _ in pairs]))
     rows = every[np.concatenate(([True], every[1:] != every[:-1]))]  # each once, in order
-    runs = np.cumsum(np.concatenate(([False], rows[1:] != rows[:-1] + 1)))
     roles = []
     for span_of, rows_global, starts, lengths in pairs:
         idx = torch.from_numpy(np.searchsorted(rows, rows_global))
         roles.append((idx[starts], idx[starts + lengths - 1], idx, torch.from_numpy(span_of)))
-    return TokenBatch(torch.index_select(source, 0, torch.from_numpy(rows)), roles, torch.from_numpy(runs))
+    return TokenBatch(torch.index_select(source, 0, torch.from_numpy(rows)), roles)
 
 
 def sentence_batches(

@@ -13,79 +13,6 @@ from .heads import ParameterAverage, adamw_update, average_decay
 from .probes import ProbeConfig
 from .span_batches import TokenBatch
 
-# A span whose attention weights sum to less than this (its run's largest weight 1) is pooled pair by
-# pair: a difference of float64 prefix sums keeps ~10 digits of the others (error ~ 1e-16 x a
-# minibatch's ~300 tokens / this). Constituents: 1.5% of spans after 8 epochs, none below 1e-10
-MIN_PREFIX_MASS = 1e-6
-
-
-def attention_pools(Q, c, role, runs, H: int, K: int):
-    """Every span's attention pool ``(B, H * K)`` and its gradient (a function of d loss / d pool
-    ``(B, H * K)`` -> d loss / d ``Q`` ``(n, H * K + H)``).
-
-    ``Q`` ``(n, H * K + H)``: every token's pool projections ``V`` and attention scores (``c`` ``(H,)``
-    their biases); ``role``: the spans' ``(first, last, rows, span_of)`` (a span is the consecutive
-    rows from its first to its last token); ``runs`` ``(n,)``: each token's run of consecutive rows.
-    A token's attention score does not depend on the span, so a span's pool is ``sum e_t V_t / sum
-    e_t`` over its tokens, ``e_t`` the exponentiated score less its run's largest: two differences of
-    prefix sums over the tokens, where pair by pair is ~8 (span, token) pairs a token. Spans with too
-    little weight for that (:data:`MIN_PREFIX_MASS`) are pooled pair by pair (:func:`pool_by_pairs`)."""
-    first, last, rows, span_of = role
-    n, HK = len(Q), H * K
-    scores = Q[:, HK:] + c
-    top = torch.full((int(runs[-1]) + 1, H), float("-inf")).scatter_reduce_(
-        0, runs[:, None].expand(-1, H), scores, "amax"
-    )
-    e = (scores - top[runs]).double().exp_()  # (n, H), 1 at each run's largest score
-    V = Q[:, :HK].double().view(n, H, K)
-    prefix = torch.zeros(n + 1, HK + H, dtype=torch.float64)
-    torch.cumsum(torch.cat([(e[..., None] * V).view(n, HK), e], 1), 0, out=prefix[1:])
-    sums = prefix[last + 1] - prefix[first]  # (B, HK + H): sum e V and sum e over each span
-    small = (sums[:, HK:] < MIN_PREFIX_MASS).any(1)
-    mass = sums[:, HK:].masked_fill(small[:, None], 1.0)
-    pool = sums[:, :HK].view(-1, H, K) / mass[..., None]  # (B, H, K)
-    out = pool.view(-1, HK).float()
-    few = small.nonzero()[:, 0]
-    if len(few):
-        pairs = small[span_of]
-        renumbered = small.cumsum(0).sub_(1)[span_of[pairs]]
-        out[few], few_gradient = pool_by_pairs(Q, c, rows[pairs], renumbered, len(few), H, K)
-
-    def gradient(g: torch.Tensor) -> torch.Tensor:
-        # d pool_s / d e_t = (V_t - pool_s) / mass_s for t in s: per token, the sums over the spans that
-        # hold it of g_s / mass_s and of g_s . pool_s / mass_s, by difference arrays
-        u = g.double().view(-1, H, K) / mass[..., None]
-        per_span = torch.cat([u.view(-1, HK), (u * pool).sum(-1)], 1).masked_fill_(small[:, None], 0.0)
-        marks = torch.zeros(n + 1, HK + H, dtype=torch.float64).index_add_(0, first, per_span)
-        held = marks.index_add_(0, last + 1, per_span, alpha=-1).cumsum_(0)[:n]
-        U = held[:, :HK].view(n, H, K)
-        d_scores = e * ((V * U).sum(-1) - held[:, HK:])  # d loss / d e_t, times d e_t / d score_t = e_t
-        dQ = torch.cat([(e[..., None] * U).view(n, HK), d_scores], 1).float()
-        return dQ + few_gradient(g[few]) if len(few) else dQ
-
-    return out, gradient
-
-
-def pool_by_pairs(Q, c, rows, span_of, B: int, H: int, K: int):
-    """:func:`attention_pools` over every (span, token) pair of ``B`` spans: ``rows``, ``span_of``
-    ``(P,)`` the pairs' token and span."""
-    HK = H * K
-    G = Q.index_select(0, rows)  # (P, HK + H): pool projections, scores
-    scores = G[:, HK:] + c
-    top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
-    e = (scores - top[span_of]).exp_()
-    alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
-    V = G[:, :HK].view(-1, H, K)
-
-    def gradient(g: torch.Tensor) -> torch.Tensor:
-        gv = g.index_select(0, span_of).view(-1, H, K)
-        d_alpha = (V * gv).sum(-1)  # (P, H)
-        centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
-        dG = torch.cat([(alpha[..., None] * gv).view(-1, HK), alpha * (d_alpha - centre)], 1)  # softmax
-        return torch.zeros(len(Q), HK + H).index_add_(0, rows, dG)
-
-    return torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK)), gradient
-
 
 class StackedSpanLinear:
     """Linear span probes (``kind = "linear"``) side by side, as :class:`~.heads.StackedLinear` is for
@@ -189,9 +116,9 @@ class StackedSpanLinear:
 
     def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
         """Logits ``(B, H * K)`` and what the gradient needs: every token's projection ``(n, [nl,]
-        columns)``, the columns' heads, per span role the gradient of its attention pools (a function
-        of d loss / d logits; None for a role of one-token spans), and the layer coefficients (None
-        without a mix)."""
+        columns)``, the columns' heads, per span role the attention ``(P, H)`` and the pool
+        projections ``(P, H, K)`` of every (span, token) pair (None for a role of one-token spans), and the
+        layer coefficients (None without a mix)."""
         H, K, HK, C = self.H, self.K, self.H * self.K, 3 * self.H * self.K + self.H
         single = [len(rows) == len(first) for first, _, rows, _ in batch.roles]
         if any(fold and not one for one, fold in zip(single, self.folded)):
@@ -200,20 +127,25 @@ class StackedSpanLinear:
         coef = self._coefficients()
         P = batch.tokens @ W  # (n, [nl,] columns): each token projected once for all its spans
         mixed = P if coef is None else (P * coef.T[:, heads]).sum(1)
-        logits, pool_gradients, at = self.b, [], 0
-        for r, (role, one) in enumerate(zip(batch.roles, single)):
+        logits, pairs, at = self.b, [], 0
+        for r, ((first, last, rows, span_of), one) in enumerate(zip(batch.roles, single)):
             Pr = mixed[:, at : at + (HK if one else C)]
             at += Pr.shape[1]
             if one:
-                logits = logits + Pr[role[0]]
-                pool_gradients.append(None)
+                logits = logits + Pr[first]
+                pairs.append(None)
                 continue
-            logits = logits + Pr[role[0], :HK] + Pr[role[1], HK : 2 * HK]
-            Q = Pr[:, 2 * HK :]  # (n, HK + H): every token's pool projections and attention scores
-            pooled, gradient = attention_pools(Q, self.c[r], role, batch.runs, H, K)
-            logits = logits + pooled
-            pool_gradients.append(gradient)
-        return logits, (P, heads, pool_gradients, coef)
+            B = len(first)
+            logits = logits + Pr[first, :HK] + Pr[last, HK : 2 * HK]
+            G = Pr[:, 2 * HK :].index_select(0, rows)  # (P, HK + H): pool projections, scores
+            scores = G[:, HK:] + self.c[r]
+            top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
+            e = (scores - top[span_of]).exp_()
+            alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
+            V = G[:, :HK].view(-1, H, K)
+            logits = logits + torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
+            pairs.append((alpha, V))
+        return logits, (P, heads, pairs, coef)
 
     def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
@@ -222,17 +154,23 @@ class StackedSpanLinear:
 
     def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, (P, heads, pool_gradients, coef) = self._forward(batch)
+        logits, (P, heads, pairs, coef) = self._forward(batch)
         H, K, HK = self.H, self.K, self.H * self.K
         B = len(yb)
         p = torch.softmax(logits.view(B, H, K), -1)
         p.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
         g = p.view(B, HK) / B  # d(mean cross-entropy) / d(logits), per head
         n, parts = len(batch.tokens), []  # d loss / d each token's projection, column block by block
-        for (first, last, _, _), pool_gradient in zip(batch.roles, pool_gradients):
+        for (first, last, rows, span_of), kept in zip(batch.roles, pairs):
             parts.append(torch.zeros(n, HK).index_add_(0, first, g))
-            if pool_gradient is not None:
-                parts += [torch.zeros(n, HK).index_add_(0, last, g), pool_gradient(g)]
+            if kept is None:
+                continue
+            alpha, V = kept
+            gv = g.index_select(0, span_of).view(-1, H, K)
+            d_alpha = (V * gv).sum(-1)  # (P, H)
+            centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
+            dG = torch.cat([(alpha[..., None] * gv).view(-1, HK), alpha * (d_alpha - centre)], 1)  # softmax
+            parts += [torch.zeros(n, HK).index_add_(0, last, g), torch.zeros(n, HK + H).index_add_(0, rows, dG)]
         d_mixed = torch.cat(parts, 1)  # (n, columns)
         tokens = batch.tokens
         if coef is None:
@@ -244,7 +182,7 @@ class StackedSpanLinear:
             per_head = torch.zeros(len(d_column), H).index_add_(1, heads, d_column).T  # (H, nl)
         if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
             blocks, at = [], 0
-            for kept, fold in zip(pool_gradients, self.folded):
+            for kept, fold in zip(pairs, self.folded):
                 d = dW[:, at : at + (HK if kept is None else 3 * HK + H)]
                 at += d.shape[1]
                 blocks += [d] if kept is not None or fold else [d, d, d, torch.zeros(len(d), H)]
