@@ -882,3 +882,16 @@ def test_layer_curves_of_two_runs_name_every_line_by_its_run():
     # the baseline named as the task names it: a span task's is the most frequent label, not a per-type one
     spans = layer_curve_figure([ProbeRun.load(REPO_ROOT / "probes" / "results" / "constituents_ptb")])
     assert [t.name for t in spans.data][-1].endswith(": most frequent label")
+
+
+@pytest.mark.parametrize("shape", [(20000, 7), (9000, 3, 5), (1, 4)])
+def test_standardising_statistics_are_the_rows_mean_and_deviation(shape):
+    """The two-pass deviation over blocks of rows (a token layer, a mix's layers, one row) is
+    ``X.std(0)`` to float32 rounding; the mean is ``X.mean(0)`` itself."""
+    from probing_lab.probing.rows import ArrayRows, _standardise
+
+    X = np.random.default_rng(0).normal(3.0, 2.0, size=shape).astype(np.float32)
+    mean, std = _standardise(ArrayRows(X))
+    assert torch.equal(mean, torch.as_tensor(X).mean(0))
+    expected = torch.as_tensor(X).std(0).clamp_min(1e-4) if len(X) > 1 else torch.full(shape[1:], 1e-4)
+    assert torch.allclose(std, expected, rtol=1e-6, atol=0)
