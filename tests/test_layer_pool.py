@@ -68,3 +68,100 @@ def test_a_run_gives_the_same_numbers_with_one_worker_or_two(tmp_path):
         for field in ("score", "control_score", "mdl_bits", "dev_score", "epochs", "mix_weights"):
             assert one["layers"][key].get(field) == two["layers"][key].get(field), (key, field)
     assert one["baselines"] == two["baselines"]
+
+
+def _cached_arrays(cache) -> dict:
+    import numpy as np
+
+    return {d.name: np.load(d / "layers.npy") for d in sorted(cache.iterdir()) if (d / "meta.json").is_file()}
+
+
+def test_the_model_and_its_random_init_baseline_are_extracted_side_by_side_into_the_same_cache(tmp_path):
+    """Two workers and nothing cached: both models' features extracted at once (a forked process for the
+    random-init model), and the cache holds the same files, bit for bit, as one after the other."""
+    import numpy as np
+
+    data = _tiny_treebank(tmp_path / "data")
+    exp = {"name": "tiny", "task": "upos", "dataset": "ewt", "layers": [0, 1], "probe": {"epochs": 2}, "mdl": False}
+    runs, before = {}, torch.get_num_threads()
+    try:
+        for workers in (1, 2):
+            torch.set_num_threads(workers)
+            run = run_experiment(
+                exp,
+                model="random:cpu-tiny",
+                model_seed=1,  # not the random-init baseline's seed (the experiment's, 0): two models
+                out=tmp_path / f"run{workers}",
+                data_dir=data,
+                cache_dir=tmp_path / f"cache{workers}",
+                progress=False,
+                log=lambda m: None,
+                workers=workers,
+            )
+            runs[workers] = json.loads((run.path / "metrics.json").read_text())
+            assert torch.get_num_threads() == workers  # the extraction's one thread was given back
+    finally:
+        torch.set_num_threads(before)
+    assert "extraction side by side" not in runs[1]["timing"]
+    assert runs[2]["timing"]["extraction side by side"] > 0
+    one, two = _cached_arrays(tmp_path / "cache1"), _cached_arrays(tmp_path / "cache2")
+    # (train, dev = test: the tiny treebank's dev and test are the same sentences) x (model, random init)
+    assert len(one) == 4 and one.keys() == two.keys()
+    assert all(np.array_equal(one[k], two[k]) for k in one)
+    assert runs[1]["baselines"] == runs[2]["baselines"]
+    scores = [{k: v["score"] for k, v in run["layers"].items()} for run in (runs[1], runs[2])]
+    assert scores[0] == scores[1]
+
+
+def test_a_failed_side_extraction_is_done_again_by_the_run_itself(tmp_path, monkeypatch):
+    """The forked extraction of the random-init model dies: its features are missing, so the run
+    extracts them itself afterwards and finishes as usual."""
+    import os
+
+    from probing_lab.features.cache import is_cached
+    from probing_lab.probing import splits
+
+    parent, extracted, extract = os.getpid(), [], splits.extract_features
+
+    def failing_in_the_child(encoder, words, cache_dir, progress):
+        if os.getpid() != parent:
+            raise RuntimeError("the side extraction died")
+        if not is_cached(encoder, words, cache_dir):
+            extracted.append(encoder.name)
+        return extract(encoder, words, cache_dir=cache_dir, progress=progress)
+
+    monkeypatch.setattr(splits, "extract_features", failing_in_the_child)
+    data = _tiny_treebank(tmp_path / "data")
+    exp = {"name": "tiny", "task": "upos", "dataset": "ewt", "layers": [0], "probe": {"epochs": 2}, "mdl": False}
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        run = run_experiment(
+            exp,
+            model="random:cpu-tiny",
+            model_seed=1,
+            out=tmp_path / "run",
+            data_dir=data,
+            cache_dir=tmp_path / "cache",
+            progress=False,
+            log=lambda m: None,
+            workers=2,
+        )
+    finally:
+        torch.set_num_threads(before)
+    metrics = json.loads((run.path / "metrics.json").read_text())
+    assert "extraction side by side" in metrics["timing"]
+    assert extracted.count("random-init") == 2  # train and dev = test, extracted by the run after the child died
+    assert metrics["baselines"]["random_init"]["0"] is not None
+    assert len(_cached_arrays(tmp_path / "cache")) == 4
+
+
+def test_one_model_twice_is_refused_before_two_processes_write_the_same_files(tmp_path):
+    from probing_lab.elmo import ElmoBiLM, get_preset
+    from probing_lab.features.cache import ElmoEncoder
+    from probing_lab.probing.splits import extract_side_by_side
+
+    model = ElmoBiLM(get_preset("cpu-tiny"))
+    with pytest.raises(ValueError, match="the same model"):
+        extract_side_by_side({"train": []}, [ElmoEncoder(model), ElmoEncoder(model)], tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())

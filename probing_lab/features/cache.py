@@ -100,6 +100,19 @@ def cache_key(fingerprint: str, sentences: Sequence[Sequence[str]], settings: di
     return h.hexdigest()[:24]
 
 
+def _settings(encoder: Encoder, dtype: str) -> dict:
+    return {"dtype": dtype, "stateless": True, "layers": encoder.n_layers, "dim": encoder.dim}
+
+
+def is_cached(
+    encoder: Encoder, sentences: Sequence[Sequence[str]], cache_dir: Optional[str | Path] = None, dtype="float16"
+) -> bool:
+    """Whether :func:`extract_features` would read these features from the cache (not extract them)."""
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    key = cache_key(encoder.fingerprint(), sentences, _settings(encoder, dtype))
+    return (cache_dir / key / "meta.json").is_file()
+
+
 def extract_features(
     encoder: Encoder,
     sentences: Sequence[Sequence[str]],
@@ -120,7 +133,7 @@ def extract_features(
     if empty:
         raise ValueError(f"sentence(s) {empty[:5]} have no tokens; drop them before extracting")
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-    settings = {"dtype": dtype, "stateless": True, "layers": encoder.n_layers, "dim": encoder.dim}
+    settings = _settings(encoder, dtype)
     key = cache_key(encoder.fingerprint(), sentences, settings)
     final = cache_dir / key
     if (final / "meta.json").is_file():

@@ -36,7 +36,7 @@ from .own_data import (
 from .plots import write_plots
 from .runners import RUNNERS
 from .runs import RUN_FILES, ProbeRun, write_run
-from .splits import load_splits, read_sentences
+from .splits import extract_side_by_side, load_splits, needs_extraction, read_sentences
 
 # --- features per split ----------------------------------------------------------------------
 
@@ -96,6 +96,24 @@ def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, repor
     extra["_test"]["items"] = _items(exp, splits["test"])
     report.add_time(f"{phase} probes", time.perf_counter() - start)
     return layers, extra
+
+
+def _extract_both(sentences: dict, encoder, random_encoder, cache_dir, progress, report) -> None:
+    """The model's and the random-init model's features extracted side by side (``splits.extract_side_by_side``)
+    where both are missing and the run has two or more workers (processes are forked: not in the app,
+    whose sessions are threads of one process); otherwise each ``_run_one`` extracts its own."""
+    import multiprocessing
+
+    if report.workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return
+    if encoder.fingerprint() == random_encoder.fingerprint():  # random:PRESET with the experiment's seed: one model
+        return
+    if not (needs_extraction(sentences, encoder, cache_dir) and needs_extraction(sentences, random_encoder, cache_dir)):
+        return
+    report.log("  extracting the model's and the random-init model's features side by side")
+    start = time.perf_counter()
+    extract_side_by_side(sentences, [encoder, random_encoder], cache_dir, progress)
+    report.add_time("extraction side by side", time.perf_counter() - start)
 
 
 def _items(exp: Experiment, test) -> str:
@@ -226,17 +244,20 @@ def run_experiment(
     t = time.perf_counter()
     sentences = read_sentences(exp, data_dir, files.sentences if files else None)  # once, for every model
     report.add_time("data", time.perf_counter() - t)
-    layers, extra = _run_one(exp, encoder, cache_dir, progress, True, report, sentences)
-    test = extra.pop("_test")
-    baselines = {"majority": extra.pop("majority")}
-    random_layers = None
+    random_encoder = None
     if exp.random_init:
-        log("  random-init model of the same shape:")
         import torch
 
         random_model = ElmoBiLM(loaded.model.options)
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
         random_encoder = ElmoEncoder(random_model, "random-init")
+        _extract_both(sentences, encoder, random_encoder, cache_dir, progress, report)
+    layers, extra = _run_one(exp, encoder, cache_dir, progress, True, report, sentences)
+    test = extra.pop("_test")
+    baselines = {"majority": extra.pop("majority")}
+    random_layers = None
+    if random_encoder is not None:
+        log("  random-init model of the same shape:")
         random_layers, _ = _run_one(
             exp, random_encoder, cache_dir, progress, False, report, sentences, phase="random_init"
         )
