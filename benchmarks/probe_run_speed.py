@@ -10,7 +10,8 @@ For each experiment, from an empty feature cache (a temporary folder):
    extraction and its fits), further seeds, intervals.
 
 Prints the ratio run / embed (``--embed-only``: the floors alone). A run with a random-init
-baseline extracts two models, so its floor is 2x. Run it on quiet cores (no training or other
+baseline extracts two models, so its floor is 2x; with two or more threads it extracts them side by
+side, one thread each (``extraction side by side`` in the split). Run it on quiet cores (no training or other
 benchmark beside it): both timings share the machine's state, the ratio is what to compare between
 machines.
 """

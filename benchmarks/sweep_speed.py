@@ -58,11 +58,11 @@ def main() -> None:
 
         grid = check_grid(experiments, models, seeds)
         start = time.perf_counter()
-        extract_once(Grid(grid.experiments, grid.models, grid.seeds), None, cache, lambda m: None)
+        extract_once(Grid(grid.experiments, grid.models, grid.seeds), None, cache, lambda m: None, workers=2)
         extraction = time.perf_counter() - start
         n_cells = len(grid.cells())
         print(f"{len(experiments)} experiments x {len(models)} models x {len(seeds)} seeds = {n_cells} cells")
-        print(f"  extraction, once per model     {extraction:7.1f} s")
+        print(f"  extraction, once per model     {extraction:7.1f} s (two models side by side)")
         ways = [("1 worker", {"workers": 1}), ("2 local workers", {"workers": 2})]
         if not args.no_ray:
             ways.append(("local Ray, 2 CPUs", {"ray_address": "auto"}))

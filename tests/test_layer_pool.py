@@ -114,23 +114,29 @@ def test_the_model_and_its_random_init_baseline_are_extracted_side_by_side_into_
 
 
 def test_a_failed_side_extraction_is_done_again_by_the_run_itself(tmp_path, monkeypatch):
-    """The forked extraction of the random-init model dies: its features are missing, so the run
-    extracts them itself afterwards and finishes as usual."""
+    """The forked extraction dies: its features are missing, so the run extracts them itself
+    afterwards and finishes as usual."""
     import os
 
+    from probing_lab.features import cache
     from probing_lab.features.cache import is_cached
     from probing_lab.probing import splits
 
-    parent, extracted, extract = os.getpid(), [], splits.extract_features
+    parent, extracted = os.getpid(), []
+    side, later = cache.extract_features, splits.extract_features
 
-    def failing_in_the_child(encoder, words, cache_dir, progress):
+    def failing_in_the_child(encoder, words, **kwargs):
         if os.getpid() != parent:
             raise RuntimeError("the side extraction died")
+        return side(encoder, words, **kwargs)
+
+    def recorded(encoder, words, cache_dir, progress):
         if not is_cached(encoder, words, cache_dir):
             extracted.append(encoder.name)
-        return extract(encoder, words, cache_dir=cache_dir, progress=progress)
+        return later(encoder, words, cache_dir=cache_dir, progress=progress)
 
-    monkeypatch.setattr(splits, "extract_features", failing_in_the_child)
+    monkeypatch.setattr(cache, "extract_features", failing_in_the_child)
+    monkeypatch.setattr(splits, "extract_features", recorded)
     data = _tiny_treebank(tmp_path / "data")
     exp = {"name": "tiny", "task": "upos", "dataset": "ewt", "layers": [0], "probe": {"epochs": 2}, "mdl": False}
     before = torch.get_num_threads()
@@ -151,17 +157,18 @@ def test_a_failed_side_extraction_is_done_again_by_the_run_itself(tmp_path, monk
         torch.set_num_threads(before)
     metrics = json.loads((run.path / "metrics.json").read_text())
     assert "extraction side by side" in metrics["timing"]
-    assert extracted.count("random-init") == 2  # train and dev = test, extracted by the run after the child died
+    assert len(extracted) == 2  # the second lane's two extractions, done by the run after its process died
     assert metrics["baselines"]["random_init"]["0"] is not None
     assert len(_cached_arrays(tmp_path / "cache")) == 4
 
 
-def test_one_model_twice_is_refused_before_two_processes_write_the_same_files(tmp_path):
+def test_jobs_listed_twice_or_cached_already_are_extracted_once(tmp_path):
     from probing_lab.elmo import ElmoBiLM, get_preset
-    from probing_lab.features.cache import ElmoEncoder
-    from probing_lab.probing.splits import extract_side_by_side
+    from probing_lab.features.cache import ElmoEncoder, extract_side_by_side
 
     model = ElmoBiLM(get_preset("cpu-tiny"))
-    with pytest.raises(ValueError, match="the same model"):
-        extract_side_by_side({"train": []}, [ElmoEncoder(model), ElmoEncoder(model)], tmp_path, progress=False)
-    assert not any(tmp_path.iterdir())
+    words = [["a", "cat", "sat"], ["dogs", "run", "."]]
+    jobs = [(ElmoEncoder(model), words), (ElmoEncoder(model), words), (ElmoEncoder(model), words[:1])]
+    assert extract_side_by_side(jobs, tmp_path, workers=2, progress=False) == 2
+    assert len(_cached_arrays(tmp_path)) == 2 and not list(tmp_path.glob("*.partial"))
+    assert extract_side_by_side(jobs, tmp_path, workers=2, progress=False) == 0

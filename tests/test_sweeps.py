@@ -98,3 +98,20 @@ def test_the_ray_path_gives_the_local_results_and_a_dead_address_is_named(grid, 
     assert remote["rows"] == local["rows"]
     with pytest.raises(SweepError, match="--ray 127.0.0.1:9: no Ray cluster answers there"):
         _sweep(grid, tmp_path / "dead", ray_address="127.0.0.1:9")
+
+
+def test_two_workers_extract_the_grids_models_side_by_side_into_the_same_cache(grid, tmp_path):
+    import numpy as np
+
+    from probing_lab.sweeps import Grid, extract_once
+
+    root, experiments, models = grid
+    said, cached = [], {}
+    for workers in (1, 2):
+        cache = tmp_path / f"cache{workers}"
+        assert extract_once(Grid(experiments, models, [0]), None, cache, said.append, workers=workers) == 2 * 2
+        cached[workers] = {d.name: np.load(d / "layers.npy") for d in cache.iterdir()}
+    # 2 models x 3 splits: the two experiments read the same files
+    assert len(cached[1]) == 2 * 3 and cached[1].keys() == cached[2].keys()
+    assert all(np.array_equal(cached[1][k], cached[2][k]) for k in cached[1])
+    assert said[1].endswith("2 extraction(s) at once")

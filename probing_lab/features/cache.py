@@ -113,6 +113,67 @@ def is_cached(
     return (cache_dir / key / "meta.json").is_file()
 
 
+def _extract_lane(jobs: list, cache_dir: Path) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        for encoder, sentences in jobs:
+            extract_features(encoder, sentences, cache_dir=cache_dir, progress=False)
+    except BaseException:  # what is missing is extracted again by its user, who reports what goes wrong
+        os._exit(1)
+
+
+def extract_side_by_side(jobs: list, cache_dir: Optional[str | Path] = None, workers: int = 2, progress=True) -> int:
+    """Extract ``jobs`` (``(encoder, sentences)`` pairs) into the cache, ``workers`` at a time: the jobs
+    not cached yet (each once, however often listed) are dealt into ``workers`` lanes of about equal
+    tokens, the first lane runs here and each other in a forked process, every lane on one torch thread.
+    The biLM's steps are small products that a second thread speeds up only 1.4-1.6x, so two extractions
+    side by side finish sooner than one after the other on two threads (EWT dev + test, two models: 12 s
+    against 2 x 7.5 s), with the same vectors (an extraction is bit-identical on one and two threads).
+    A lane that fails leaves its features uncached, to be extracted (and its error raised) by whoever
+    reads them; one lane runs here on the caller's threads. POSIX (fork) only. Returns how many
+    extractions there were to do."""
+    import multiprocessing
+
+    import torch
+
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    todo = {}
+    for encoder, sentences in jobs:
+        key = cache_key(encoder.fingerprint(), sentences, _settings(encoder, "float16"))
+        if key not in todo and not (cache_dir / key / "meta.json").is_file():
+            todo[key] = (encoder, sentences)
+    lanes, tokens = [[] for _ in range(max(workers, 1))], [0] * max(workers, 1)
+    for job in sorted(todo.values(), key=lambda job: -sum(map(len, job[1]))):  # largest first, to the lightest lane
+        lane = tokens.index(min(tokens))
+        lanes[lane].append(job)
+        tokens[lane] += sum(map(len, job[1]))
+    lanes = [lane for lane in lanes if lane]
+    if len(lanes) <= 1:
+        for encoder, sentences in lanes[0] if lanes else []:
+            extract_features(encoder, sentences, cache_dir=cache_dir, progress=progress)
+        return len(todo)
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_extract_lane, args=(lane, cache_dir)) for lane in lanes[1:]]
+    threads = torch.get_num_threads()
+    finished = False
+    try:
+        for child in children:
+            child.start()
+        torch.set_num_threads(1)
+        for encoder, sentences in lanes[0]:
+            extract_features(encoder, sentences, cache_dir=cache_dir, progress=progress)
+        finished = True
+    finally:
+        torch.set_num_threads(threads)
+        for child in children:
+            if not finished:  # interrupted or failed here: stop the others (their partial caches resume)
+                child.terminate()
+            child.join()
+    return len(todo)
+
+
 def extract_features(
     encoder: Encoder,
     sentences: Sequence[Sequence[str]],

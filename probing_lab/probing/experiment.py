@@ -36,7 +36,7 @@ from .own_data import (
 from .plots import write_plots
 from .runners import RUNNERS
 from .runs import RUN_FILES, ProbeRun, write_run
-from .splits import extract_side_by_side, load_splits, needs_extraction, read_sentences
+from .splits import extract_all, load_splits, read_sentences
 
 # --- features per split ----------------------------------------------------------------------
 
@@ -66,12 +66,16 @@ class RunProgress:
 # --- running --------------------------------------------------------------------------------------
 
 
+def experiment_sentences(exp: Experiment, data_dir) -> dict:
+    """Each role's sentences of an experiment (the registry's, or the user's files')."""
+    files = load_file_dataset(exp) if isinstance(exp.dataset, dict) else None
+    return read_sentences(exp, data_dir, files.sentences if files else None)
+
+
 def load_experiment_splits(exp: Experiment, encoder, data_dir, cache_dir, progress: bool = True) -> dict:
     """An experiment's splits with their features from ``encoder``, extracted into the feature cache
-    when it does not have them yet (what a sweep does once per model before its cells run)."""
-    files = load_file_dataset(exp) if isinstance(exp.dataset, dict) else None
-    sentences = read_sentences(exp, data_dir, files.sentences if files else None)
-    return load_splits(sentences, encoder, cache_dir, progress)
+    when it does not have them yet."""
+    return load_splits(experiment_sentences(exp, data_dir), encoder, cache_dir, progress)
 
 
 def _check_layers(exp: Experiment, encoder) -> None:
@@ -99,21 +103,18 @@ def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, repor
 
 
 def _extract_both(sentences: dict, encoder, random_encoder, cache_dir, progress, report) -> None:
-    """The model's and the random-init model's features extracted side by side (``splits.extract_side_by_side``)
-    where both are missing and the run has two or more workers (processes are forked: not in the app,
-    whose sessions are threads of one process); otherwise each ``_run_one`` extracts its own."""
+    """With two or more workers, the model's and the random-init model's missing features extracted side by
+    side (``splits.extract_all``: forked processes, so not in the app, whose sessions are threads of one
+    process); otherwise each ``_run_one`` extracts its own."""
     import multiprocessing
 
     if report.workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return
-    if encoder.fingerprint() == random_encoder.fingerprint():  # random:PRESET with the experiment's seed: one model
-        return
-    if not (needs_extraction(sentences, encoder, cache_dir) and needs_extraction(sentences, random_encoder, cache_dir)):
-        return
-    report.log("  extracting the model's and the random-init model's features side by side")
     start = time.perf_counter()
-    extract_side_by_side(sentences, [encoder, random_encoder], cache_dir, progress)
-    report.add_time("extraction side by side", time.perf_counter() - start)
+    if extract_all(sentences, [encoder, random_encoder], cache_dir, report.workers, progress):
+        seconds = time.perf_counter() - start
+        report.add_time("extraction side by side", seconds)
+        report.log(f"  features of the model and its random-init baseline extracted side by side in {seconds:.0f} s")
 
 
 def _items(exp: Experiment, test) -> str:

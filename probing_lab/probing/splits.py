@@ -3,13 +3,12 @@ token-labelled file) and their cached layer activations."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..datasets.files import TokenTable
-from ..features.cache import Features, LayerRows, extract_features, is_cached
+from ..features.cache import Features, LayerRows, extract_features, extract_side_by_side
 
 
 @dataclass
@@ -79,47 +78,13 @@ def _words(chosen) -> list:
     return chosen if isinstance(chosen, TokenTable) else [s.words for s in chosen]
 
 
-def needs_extraction(sentences: dict, encoder, cache_dir) -> bool:
-    """Whether any role's features from ``encoder`` are missing from the cache."""
-    return not all(is_cached(encoder, _words(chosen), cache_dir) for chosen in sentences.values())
+def extraction_jobs(sentences: dict, encoders: list) -> list[tuple]:
+    """``(encoder, words)`` of every encoder and role, what ``cache.extract_side_by_side`` takes."""
+    return [(encoder, _words(chosen)) for encoder in encoders for chosen in sentences.values()]
 
 
-def _extract_in_child(sentences: dict, encoder, cache_dir) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    try:
-        load_splits(sentences, encoder, cache_dir, progress=False)
-    except BaseException:  # the parent extracts what is missing itself, and reports what goes wrong there
-        os._exit(1)
-
-
-def extract_side_by_side(sentences: dict, encoders: list, cache_dir, progress: bool) -> None:
-    """Every encoder's features of ``sentences`` into the cache at once: the first here, each other
-    in a forked process, all on one torch thread. The biLM's steps are small products that two threads
-    speed up 1.4-1.6x, so two models extracted side by side (a model and its random-init baseline) finish
-    sooner than one after the other on two threads each (EWT dev + test: 12 s against 2 x 7.5 s), and
-    give the same vectors (extraction is bit-identical on one and two threads). A child that fails leaves
-    its features uncached: :func:`load_splits` extracts them afterwards (and raises what goes wrong)."""
-    import multiprocessing
-
-    import torch
-
-    if len({encoder.fingerprint() for encoder in encoders}) < len(encoders):  # hashed here, not in each process
-        raise ValueError("two of the encoders are the same model: their extractions would write the same files")
-    context = multiprocessing.get_context("fork")
-    children = [context.Process(target=_extract_in_child, args=(sentences, e, cache_dir)) for e in encoders[1:]]
-    threads = torch.get_num_threads()
-    finished = False
-    try:
-        for child in children:
-            child.start()
-        torch.set_num_threads(1)
-        load_splits(sentences, encoders[0], cache_dir, progress)
-        finished = True
-    finally:
-        torch.set_num_threads(threads)
-        for child in children:
-            if not finished:  # interrupted or failed here: stop the others (their partial caches resume)
-                child.terminate()
-            child.join()
+def extract_all(sentences: dict, encoders: list, cache_dir, workers: int, progress: bool) -> int:
+    """Every encoder's features of every role's sentences into the cache, up to ``workers`` extractions
+    at once (``cache.extract_side_by_side``); what is cached already is skipped. Returns how many
+    extractions there were to do."""
+    return extract_side_by_side(extraction_jobs(sentences, encoders), cache_dir, workers, progress)

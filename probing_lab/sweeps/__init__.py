@@ -130,24 +130,26 @@ def _prepare_folder(out: Path, grid: Grid, force: bool) -> Path:
     return out
 
 
-def extract_once(grid: Grid, data_dir, cache_dir, log: Callable[[str], None]) -> int:
-    """Every (model, split) the grid needs, extracted into the feature cache before the cells run;
-    returns how many model x experiment pairs were prepared (the cache skips what it has)."""
-    from ..features.cache import ElmoEncoder
+def extract_once(grid: Grid, data_dir, cache_dir, log: Callable[[str], None], workers: int = 1) -> int:
+    """Every (model, split) the grid needs, extracted into the feature cache before the cells run,
+    ``workers`` extractions at a time (``cache.extract_side_by_side``; the cache skips what it has);
+    returns how many model x experiment pairs were prepared."""
+    from ..features.cache import ElmoEncoder, extract_side_by_side
     from ..model_loading import load_model
     from ..paths import data_dir as resolve_data_dir
-    from ..probing.experiment import load_experiment_splits
+    from ..probing.experiment import experiment_sentences
+    from ..probing.splits import extraction_jobs
 
     data_dir = resolve_data_dir(data_dir)[0]
-    n = 0
+    encoders = []
     for model in grid.models:
         loaded = load_model(_model_arg(model))
-        encoder = ElmoEncoder(loaded.model, loaded.name)
-        for path in grid.experiments:
-            log(f"features: {Path(path).stem} with {loaded.name}")
-            load_experiment_splits(Experiment.load(path), encoder, data_dir, cache_dir)
-            n += 1
-    return n
+        encoders.append(ElmoEncoder(loaded.model, loaded.name))
+    sentences = [experiment_sentences(Experiment.load(path), data_dir) for path in grid.experiments]
+    log(f"features: {len(grid.experiments)} experiments x {len(encoders)} models, {workers} extraction(s) at once")
+    jobs = [job for one in sentences for job in extraction_jobs(one, encoders)]
+    extract_side_by_side(jobs, cache_dir, workers)
+    return len(grid.experiments) * len(grid.models)
 
 
 def run_cell(cell: Cell, out: Path, data_dir, cache_dir) -> dict:
@@ -229,7 +231,8 @@ def run_sweep(
     todo = [c for c in cells if not (out / c.name / "metrics.json").is_file()]
     log(f"sweep: {len(cells)} cells ({len(cells) - len(todo)} done), {len(grid.models)} models")
     if todo:
-        extract_once(Grid(sorted({c.experiment for c in todo}), grid.models, grid.seeds), data_dir, cache_dir, log)
+        needed = Grid(sorted({c.experiment for c in todo}), grid.models, grid.seeds)
+        extract_once(needed, data_dir, cache_dir, log, workers=workers)
     start = time.perf_counter()
     if ray_address:
         results = _ray_results(todo, out, data_dir, cache_dir, ray_address)
