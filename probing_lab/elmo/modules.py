@@ -252,8 +252,8 @@ class BiLstm(nn.Module):
         w_input, w_hidden, bias = (
             _sigmoid_gates_first(w) for w in (layer.input_weight, layer.hidden_weight, layer.bias)
         )
-        # Time-major gate inputs: step t reads gates_x[:, t], a contiguous (batch, 4*cell) block per
-        # direction (not made time-major across directions: that copy was a tenth of an extraction).
+        # Every step's gate inputs (2, T, batch, 4*cell): step t reads gates_x[:, t], a contiguous
+        # (batch, 4*cell) block per direction (a time-major copy across directions was a tenth of an extraction).
         x_time = x.transpose(1, 2).reshape(directions, T * batch, -1)
         gates_x = torch.baddbmm(bias.unsqueeze(1), x_time, w_input).view(directions, T, batch, -1)
         steps = []
