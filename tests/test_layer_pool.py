@@ -172,3 +172,35 @@ def test_jobs_listed_twice_or_cached_already_are_extracted_once(tmp_path):
     assert extract_side_by_side(jobs, tmp_path, workers=2, progress=False) == 2
     assert len(_cached_arrays(tmp_path)) == 2 and not list(tmp_path.glob("*.partial"))
     assert extract_side_by_side(jobs, tmp_path, workers=2, progress=False) == 0
+
+
+def test_two_processes_extracting_the_same_features_at_once_write_them_once(tmp_path):
+    """Two runs on one cache (two commands, two sweeps) wanting the same features: the second waits for
+    the first's and reads them; no lock or partial files stay behind."""
+    import multiprocessing
+
+    import numpy as np
+
+    from probing_lab.elmo import ElmoBiLM, get_preset
+    from probing_lab.features.cache import ElmoEncoder, extract_features
+
+    model = ElmoBiLM(get_preset("cpu-tiny"))
+    words = [["a", "cat", "sat", "on", "the", "mat"] * 3, ["dogs", "run", "."]] * 40
+
+    def extract() -> None:
+        torch.set_num_threads(1)  # a forked process on the parent's OpenMP threads can hang
+        extract_features(ElmoEncoder(model), words, cache_dir=tmp_path, progress=False, chunk_sentences=8)
+
+    context = multiprocessing.get_context("fork")
+    others = [context.Process(target=extract) for _ in range(2)]
+    before = torch.get_num_threads()
+    for other in others:
+        other.start()
+    extract()
+    for other in others:
+        other.join()
+        assert other.exitcode == 0
+    (key,) = [p.name for p in tmp_path.iterdir()]  # one folder, nothing else
+    alone = extract_features(ElmoEncoder(model), words, cache_dir=tmp_path / "alone", progress=False, chunk_sentences=8)
+    torch.set_num_threads(before)
+    assert np.array_equal(np.load(tmp_path / key / "layers.npy"), np.asarray(alone.layers))
