@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 from conftest import TINY_MODEL
+from test_layer_pool import _cached_arrays
 from test_own_data import tokens_file
 
 from probing_lab.cli import main
@@ -110,7 +111,7 @@ def test_two_workers_extract_the_grids_models_side_by_side_into_the_same_cache(g
     for workers in (1, 2):
         cache = tmp_path / f"cache{workers}"
         assert extract_once(Grid(experiments, models, [0]), None, cache, said.append, workers=workers) == 2 * 2
-        cached[workers] = {d.name: np.load(d / "layers.npy") for d in cache.iterdir()}
+        cached[workers] = _cached_arrays(cache)
     # 2 models x 3 splits: the two experiments read the same files
     assert len(cached[1]) == 2 * 3 and cached[1].keys() == cached[2].keys()
     assert all(np.array_equal(cached[1][k], cached[2][k]) for k in cached[1])

@@ -133,36 +133,36 @@ def extract_side_by_side(jobs: list, cache_dir: Optional[str | Path] = None, wor
     against 2 x 7.5 s). The vectors are the shipped model's on EWT to the bit (checked on one and two
     threads); at other shapes a thread count can move a few float16 values by one step.
     A lane that fails leaves its features uncached, to be extracted (and its error raised) by whoever
-    reads them; one lane runs here on the caller's threads. POSIX (fork) only. Returns how many
-    extractions there were to do."""
+    reads them; one lane runs here on the caller's threads, as does everything where processes cannot be
+    forked (Windows). Returns how many extractions there were to do."""
     import multiprocessing
 
     import torch
 
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-    todo = {}
+    todo = {}  # key -> (encoder, sentences, tokens)
     for encoder, sentences in jobs:
         key = cache_key(encoder.fingerprint(), sentences, _settings(encoder, "float16"))
         if key not in todo and not (cache_dir / key / "meta.json").is_file():
-            todo[key] = (encoder, sentences)
+            todo[key] = (encoder, sentences, sum(map(len, sentences)))
+    if "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1  # one lane, here
     lanes, tokens = [[] for _ in range(max(workers, 1))], [0] * max(workers, 1)
-    for job in sorted(todo.values(), key=lambda job: -sum(map(len, job[1]))):  # largest first, to the lightest lane
+    for encoder, sentences, n in sorted(todo.values(), key=lambda job: -job[2]):  # largest first, to the lightest lane
         lane = tokens.index(min(tokens))
-        lanes[lane].append(job)
-        tokens[lane] += sum(map(len, job[1]))
-    lanes = [lane for lane in lanes if lane]
-    if len(lanes) <= 1:
-        for encoder, sentences in lanes[0] if lanes else []:
-            extract_features(encoder, sentences, cache_dir=cache_dir, progress=progress)
-        return len(todo)
-    context = multiprocessing.get_context("fork")
-    children = [context.Process(target=_extract_lane, args=(lane, cache_dir)) for lane in lanes[1:]]
+        lanes[lane].append((encoder, sentences))
+        tokens[lane] += n
+    lanes = [lane for lane in lanes if lane] or [[]]
+    children = [
+        multiprocessing.get_context("fork").Process(target=_extract_lane, args=(lane, cache_dir)) for lane in lanes[1:]
+    ]
     threads = torch.get_num_threads()
     finished = False
     try:
         for child in children:
             child.start()
-        torch.set_num_threads(1)
+        if children:  # every lane on one thread; a lone lane keeps the caller's threads
+            torch.set_num_threads(1)
         for encoder, sentences in lanes[0]:
             extract_features(encoder, sentences, cache_dir=cache_dir, progress=progress)
         finished = True

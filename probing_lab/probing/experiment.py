@@ -104,11 +104,9 @@ def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, repor
 
 def _extract_both(sentences: dict, encoder, random_encoder, cache_dir, progress, report) -> None:
     """With two or more workers, the model's and the random-init model's missing features extracted side by
-    side (``splits.extract_all``: forked processes, so not in the app, whose sessions are threads of one
-    process); otherwise each ``_run_one`` extracts its own."""
-    import multiprocessing
-
-    if report.workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    side (``splits.extract_all``: forked processes, so not in the app, which probes with one worker: its
+    sessions are threads of one process); otherwise each ``_run_one`` extracts its own."""
+    if report.workers < 2:
         return
     start = time.perf_counter()
     if extract_all(sentences, [encoder, random_encoder], cache_dir, report.workers, progress):
