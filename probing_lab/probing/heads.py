@@ -137,17 +137,26 @@ def products_dtype(precision: str, n_rows: int = BFLOAT16_FROM_ROWS) -> torch.dt
     return torch.bfloat16 if precision == "bfloat16" else torch.float32
 
 
+# MKL's float32 products give the same numbers, bit for bit, for ``x.T @ g`` computed as ``g.T @ x`` and for
+# a product's columns computed alone, from this many columns up; below it another kernel sums in another
+# order (scanned on an AVX2 CPU, where the committed runs were made, with this torch: 64-1,024 features,
+# 7-25,000 rows, up to 129 columns). The shortcuts below are taken only from here, so that a probe's numbers
+# do not depend on them (on other CPUs they may differ from the plain forms by float32 rounding).
+SAME_SUMS_FROM_COLUMNS = 12
+
+
 def _gradient_into(out: torch.Tensor, rows: torch.Tensor, g: torch.Tensor, buffer: torch.Tensor) -> None:
     """``out = rows.T @ g`` (``(dim, columns)``, float32) in the rows' dtype (bfloat16: float32
-    accumulation, rounded once). In float32 it is computed as ``g.T @ rows`` into ``buffer`` (``(columns,
-    dim)``) and copied across: the same numbers (MKL sums each entry down the rows in the same order;
-    equal at every shape tried, tested), and faster with a few dozen columns (1,024 rows of 256, 34
-    columns: 0.355 -> 0.259 ms; a mix's 3,072 rows: 1.06 -> 0.72 ms)."""
-    if rows.dtype == out.dtype:
+    accumulation, rounded once). In float32 with ``SAME_SUMS_FROM_COLUMNS`` or more columns it is computed
+    as ``g.T @ rows`` into ``buffer`` (``(columns, dim)``) and copied across: the same numbers, faster
+    (1,024 rows of 256, 34 columns: 0.355 -> 0.259 ms; a mix's 3,072 rows: 1.06 -> 0.72 ms)."""
+    if rows.dtype != out.dtype:
+        out.copy_(torch.mm(rows.T, g.to(rows.dtype)))
+    elif g.shape[1] >= SAME_SUMS_FROM_COLUMNS:
         torch.mm(g.T, rows, out=buffer)
         out.copy_(buffer.T)
     else:
-        out.copy_(torch.mm(rows.T, g.to(rows.dtype)))
+        torch.mm(rows.T, g, out=out)
 
 
 class StackedLinear:
@@ -207,9 +216,10 @@ class StackedLinear:
     def _columns(self, active: list[int]) -> tuple[slice, list[int]]:
         """The logit columns (and their heads) that a step or an evaluation computes: the active heads'
         where they are a run of heads (a task or its control alone, once the other has stopped), else
-        every head's (a stopped head's learning rate is 0). A product's column is its own sum over the
-        rows, so the columns computed hold the same numbers either way (tested)."""
-        if active and active == list(range(active[0], active[-1] + 1)):
+        every head's (a stopped head's learning rate is 0). The columns computed hold the same numbers
+        either way where they are ``SAME_SUMS_FROM_COLUMNS`` or more (tested); narrower, every head's."""
+        wide = len(active) * self.K >= SAME_SUMS_FROM_COLUMNS
+        if wide and active == list(range(active[0], active[-1] + 1)):
             return slice(active[0] * self.K, (active[-1] + 1) * self.K), active
         return slice(None), list(range(self.H))
 
