@@ -137,11 +137,11 @@ def products_dtype(precision: str, n_rows: int = BFLOAT16_FROM_ROWS) -> torch.dt
     return torch.bfloat16 if precision == "bfloat16" else torch.float32
 
 
-# MKL's float32 products give the same numbers, bit for bit, for ``x.T @ g`` computed as ``g.T @ x`` and for
-# a product's columns computed alone, from this many columns up; below it another kernel sums in another
-# order (scanned on an AVX2 CPU, where the committed runs were made, with this torch: 64-1,024 features,
-# 7-25,000 rows, up to 129 columns). The shortcuts below are taken only from here, so that a probe's numbers
-# do not depend on them (on other CPUs they may differ from the plain forms by float32 rounding).
+# MKL's float32 products give the same numbers, bit for bit, for ``x.T @ g`` computed as ``g.T @ x`` from this
+# many columns up; below it another kernel sums in another order (scanned on an AVX2 CPU, where the committed
+# runs were made, with this torch: 64-1,024 features, 7-25,000 rows, 1-129 columns: 4-11 differ). The shortcut
+# is taken only from here, so that a probe's numbers do not depend on it (on other CPUs they may differ
+# from the plain form's by float32 rounding).
 SAME_SUMS_FROM_COLUMNS = 12
 
 
@@ -213,57 +213,29 @@ class StackedLinear:
         """``(H, ...)`` -> ``(..., H * K)``: each head's value on its K logit columns."""
         return per_head.T.repeat_interleave(self.K, -1) if per_head.dim() > 1 else per_head.repeat_interleave(self.K)
 
-    def _columns(self, active: list[int]) -> tuple[slice, list[int]]:
-        """The logit columns (and their heads) that a step or an evaluation computes: the active heads'
-        where they are a run of heads (a task or its control alone, once the other has stopped), else
-        every head's (a stopped head's learning rate is 0). The columns computed hold the same numbers
-        either way where they are ``SAME_SUMS_FROM_COLUMNS`` or more (tested); narrower, every head's."""
-        wide = len(active) * self.K >= SAME_SUMS_FROM_COLUMNS
-        if wide and active == list(range(active[0], active[-1] + 1)):
-            return slice(active[0] * self.K, (active[-1] + 1) * self.K), active
-        return slice(None), list(range(self.H))
-
-    def _layer_logits(
-        self, x: torch.Tensor, cols: slice, heads: list[int]
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """``(B, A * K)`` logits of the columns ``cols`` (of the A ``heads``) without the bias, and (mix
-        only) each layer's ``(B, n_layers, A * K)``."""
-        W = self.W[:, cols]
-        W = W if x.dtype == W.dtype else W.to(x.dtype)  # bfloat16 rows: bfloat16 products
+    def _layer_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """``(B, H * K)`` logits without the bias, and (mix only) each layer's ``(B, n_layers, H * K)``."""
+        W = self.W if x.dtype == self.W.dtype else self.W.to(x.dtype)  # bfloat16 rows: bfloat16 products
         if self.mix is None:
             return (x @ W).float(), None
         # every (row, layer) pair is a row of one product: x is (B, n_layers, dim), contiguous
-        Z = (x.reshape(-1, x.shape[-1]) @ W).float().view(len(x), -1, W.shape[1])  # (B, n_layers, A * K)
-        coef = self.gamma[heads, None] * torch.softmax(self.mix[heads], -1)  # (A, n_layers)
+        Z = (x.reshape(-1, x.shape[-1]) @ W).float().view(len(x), -1, W.shape[1])  # (B, n_layers, H * K)
+        coef = self.gamma[:, None] * torch.softmax(self.mix, -1)  # (H, n_layers)
         return (Z * self._per_column(coef)).sum(1), Z
 
-    def logits(self, x: torch.Tensor, active: Optional[list[int]] = None) -> torch.Tensor:
-        """``(B, A, K)``: the logits of the heads ``active`` (default: every head)."""
-        active = list(range(self.H)) if active is None else list(active)
-        cols, heads = self._columns(active)
-        out = (self._layer_logits(x, cols, heads)[0] + self.b[cols]).view(len(x), len(heads), self.K)
-        return out if heads == active else out[:, active]
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return (self._layer_logits(x)[0] + self.b).view(len(x), self.H, self.K)
 
     def step(self, xb: torch.Tensor, yb: torch.Tensor, active: list[int]) -> None:
-        """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids. Without a mix
-        only the active heads' columns are computed (:meth:`_columns`); a mix's gradient sums down the
-        rows in an order that depends on the width, so a mix computes every head's."""
-        cols, heads = self._columns(active) if self.mix is None else (slice(None), list(range(self.H)))
-        B, A = len(xb), len(heads)
-        mixed, Z = self._layer_logits(xb, cols, heads)
-        mixed += self.b[cols]
-        p = torch.softmax(mixed.view(B, A, self.K), -1)
-        yb = yb if A == self.H else yb[:, heads]
-        p.scatter_add_(2, yb[..., None], self._minus_one[:, :A].expand(B, -1, -1))  # softmax minus one-hot
-        g = p.view(B, -1).div_(B)  # d(mean cross-entropy) / d(logits), per head
-        if A == self.H:
-            torch.sum(g, 0, out=self.grad[-1])
-        else:  # summed down the rows at the full width (that sum's rounding depends on it); a stopped head's 0
-            padded = torch.zeros(B, self.H * self.K)
-            padded[:, cols] = g
-            torch.sum(padded, 0, out=self.grad[-1])
+        """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
+        mixed, Z = self._layer_logits(xb)
+        mixed += self.b
+        p = torch.softmax(mixed.view(len(xb), self.H, self.K), -1)
+        p.scatter_add_(2, yb[..., None], self._minus_one.expand(len(xb), -1, -1))  # softmax minus one-hot
+        g = p.view(len(xb), -1).div_(len(xb))  # d(mean cross-entropy) / d(logits), per head
+        torch.sum(g, 0, out=self.grad[-1])
         if Z is None:
-            _gradient_into(self.grad[:-1, cols], xb, g, self._gradient_t[cols])
+            _gradient_into(self.grad[:-1], xb, g, self._gradient_t)
             grads = [self.grad]
         else:
             weights = torch.softmax(self.mix, -1)  # (H, n_layers)

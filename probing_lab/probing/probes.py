@@ -236,7 +236,7 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     def predicted(xd: torch.Tensor, active: list[int]) -> torch.Tensor:
         """``(n, len(active))`` label ids."""
         if stacked:
-            return heads.logits(xd, active).argmax(-1)
+            return heads.logits(xd)[:, active].argmax(-1)
         return torch.stack([heads.pairs[h][0](xd).argmax(-1) for h in active], 1)
 
     def dev_accuracies(active: list[int]) -> list[float]:
