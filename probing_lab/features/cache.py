@@ -104,13 +104,22 @@ def _settings(encoder: Encoder, dtype: str) -> dict:
     return {"dtype": dtype, "stateless": True, "layers": encoder.n_layers, "dim": encoder.dim}
 
 
+def _key(encoder: Encoder, sentences: Sequence[Sequence[str]], dtype: str) -> str:
+    """The cache folder's name of these features."""
+    return cache_key(encoder.fingerprint(), sentences, _settings(encoder, dtype))
+
+
+def _finished(folder: Path) -> bool:
+    """Whether ``folder`` holds a finished extraction (its ``meta.json`` is written last)."""
+    return (folder / "meta.json").is_file()
+
+
 def is_cached(
     encoder: Encoder, sentences: Sequence[Sequence[str]], cache_dir: Optional[str | Path] = None, dtype="float16"
 ) -> bool:
     """Whether :func:`extract_features` would read these features from the cache (not extract them)."""
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = cache_key(encoder.fingerprint(), sentences, _settings(encoder, dtype))
-    return (cache_dir / key / "meta.json").is_file()
+    return _finished(cache_dir / _key(encoder, sentences, dtype))
 
 
 def _extract_lane(jobs: list, cache_dir: Path) -> None:
@@ -142,8 +151,8 @@ def extract_side_by_side(jobs: list, cache_dir: Optional[str | Path] = None, wor
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     todo = {}  # key -> (encoder, sentences, tokens)
     for encoder, sentences in jobs:
-        key = cache_key(encoder.fingerprint(), sentences, _settings(encoder, "float16"))
-        if key not in todo and not (cache_dir / key / "meta.json").is_file():
+        key = _key(encoder, sentences, "float16")
+        if key not in todo and not _finished(cache_dir / key):
             todo[key] = (encoder, sentences, sum(map(len, sentences)))
     if "fork" not in multiprocessing.get_all_start_methods():
         workers = 1  # one lane, here
@@ -196,13 +205,13 @@ def extract_features(
         raise ValueError(f"sentence(s) {empty[:5]} have no tokens; drop them before extracting")
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     settings = _settings(encoder, dtype)
-    key = cache_key(encoder.fingerprint(), sentences, settings)
+    key = _key(encoder, sentences, dtype)
     final = cache_dir / key
-    if (final / "meta.json").is_file():
+    if _finished(final):
         return _open(final, key)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _locked(cache_dir / f"{key}.lock"):  # another process extracting the same: wait, then read its files
-        if (final / "meta.json").is_file():
+        if _finished(final):
             return _open(final, key)
         return _extract(encoder, sentences, cache_dir, key, settings, dtype, chunk_sentences, progress, restart)
 
