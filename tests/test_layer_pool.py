@@ -194,13 +194,17 @@ def test_two_processes_extracting_the_same_features_at_once_write_them_once(tmp_
     context = multiprocessing.get_context("fork")
     others = [context.Process(target=extract) for _ in range(2)]
     before = torch.get_num_threads()
-    for other in others:
-        other.start()
-    extract()
-    for other in others:
-        other.join()
-        assert other.exitcode == 0
-    (key,) = [p.name for p in tmp_path.iterdir()]  # one folder, nothing else
-    alone = extract_features(ElmoEncoder(model), words, cache_dir=tmp_path / "alone", progress=False, chunk_sentences=8)
-    torch.set_num_threads(before)
+    try:  # extract() sets this process's threads to one: given back even if an assertion fails
+        for other in others:
+            other.start()
+        extract()
+        for other in others:
+            other.join()
+            assert other.exitcode == 0
+        (key,) = [p.name for p in tmp_path.iterdir()]  # one folder, nothing else
+        alone = extract_features(
+            ElmoEncoder(model), words, cache_dir=tmp_path / "alone", progress=False, chunk_sentences=8
+        )
+    finally:
+        torch.set_num_threads(before)
     assert np.array_equal(np.load(tmp_path / key / "layers.npy"), np.asarray(alone.layers))
