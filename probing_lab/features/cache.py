@@ -349,10 +349,9 @@ class LayerRows:
         rows = slice(lo, hi) if self.index is None else self.index[lo:hi]
         if self.key == "mix":  # (rows, n_layers, dim), filled a layer at a time: numpy converts contiguous float16
             # rows fast and a transposed view slowly (EWT's 204,577 training rows: 0.6 s against 4.5 s)
-            first = layers[0, rows]
-            out = np.empty((len(first), len(layers), layers.shape[-1]), dtype=np.float32)
-            out[:, 0] = first
-            for k in range(1, len(layers)):
+            n = max(0, min(hi, self.n) - lo)
+            out = np.empty((n, len(layers), layers.shape[-1]), dtype=np.float32)
+            for k in range(len(layers)):
                 out[:, k] = layers[k, rows]
         elif self.key == MEAN:
             out = layers[:, rows].astype(np.float32).mean(axis=0)

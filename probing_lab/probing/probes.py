@@ -23,7 +23,7 @@ from torch import nn
 
 from ..settings import config_from_dict
 from .heads import ModuleHeads, StackedLinear, minibatch_size, products_dtype, train_with_early_stopping
-from .rows import _chunks, _standardise, as_rows
+from .rows import Standardised, _chunks, _standardise, as_rows, standardised
 
 
 @dataclass(frozen=True)
@@ -113,14 +113,18 @@ class TrainedProbe:
 
     @torch.no_grad()
     def predict_proba(self, X, batch_size: int = 8192) -> np.ndarray:
-        """``X``: an array, or rows on disk (:class:`~probing_lab.features.cache.LayerRows`)."""
+        """``X``: an array, rows on disk (:class:`~probing_lab.features.cache.LayerRows`), or rows
+        standardised with this probe's training statistics (:class:`~.rows.Standardised`)."""
         self.module.eval()
-        X = as_rows(X)
-        batch_size = min(batch_size, X.chunk_rows)
-        out = [
-            torch.softmax(self.module(self._prep(X.read(i, min(i + batch_size, len(X))))), -1)
-            for i in range(0, len(X), batch_size)
-        ]
+        if isinstance(X, Standardised):
+            if not X.shares_statistics(self.mean):
+                raise ValueError("rows standardised with another training set's statistics: pass them unstandardised")
+            batches = (X.z[i : i + batch_size] for i in range(0, len(X), batch_size))
+        else:
+            X = as_rows(X)
+            batch_size = min(batch_size, X.chunk_rows)
+            batches = (self._prep(X.read(i, min(i + batch_size, len(X)))) for i in range(0, len(X), batch_size))
+        out = [torch.softmax(self.module(x), -1) for x in batches]
         return torch.cat(out).numpy() if out else np.zeros((0, self.n_classes), dtype=np.float32)
 
     def predict(self, X) -> np.ndarray:
@@ -151,18 +155,21 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     AdamW (the default, with or without a mix) runs as :class:`StackedLinear`; the others as modules
     with autograd.
     Returns the :class:`TrainedProbe` of each label set."""
-    X, X_dev = as_rows(X), as_rows(X_dev)
+    X, X_dev = standardised(X, X_dev)  # rows in memory: standardised here once (or already, by the caller)
+    X, X_dev = (rows if isinstance(rows, Standardised) else as_rows(rows) for rows in (X, X_dev))
     Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, heads)
     Yd = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys_dev], 1)
     if len(X) == 0:
         raise ValueError("no training examples for the probe")
     if config.mix and len(X.shape) != 3:
         raise ValueError("mix=True needs features (N, n_layers, dim)")
-    mean, std = _standardise(X)
+    mean, std = (X.mean, X.std) if isinstance(X, Standardised) else _standardise(X)
     stacked = config.kind == "linear" and config.optimizer == "adamw"
     dtype = products_dtype(config.precision, len(X)) if stacked else torch.float32
 
     def prep(rows, lo: int, hi: int) -> torch.Tensor:
+        if isinstance(rows, Standardised):  # a view: nothing below writes into the rows
+            return rows.z[lo:hi].to(dtype)
         # one new buffer (the rows read may be shared by every fit of the layer), divided in place
         return torch.sub(torch.as_tensor(rows.read(lo, hi)), mean).div_(std).to(dtype)
 

@@ -17,7 +17,7 @@ import numpy as np
 from .. import tasks as T
 from ..mdl import online_codelengths
 from ..probes import fit_probes
-from ..rows import in_memory
+from ..rows import Standardised, in_memory, read_standardised
 
 
 def said(key: str, entry: dict) -> str:
@@ -34,7 +34,9 @@ def classify_layer(
     probe family's trainer of several label sets (``fit_probes``, or ``fit_span_probes`` with span
     inputs as ``X``): the task's and the control task's probes train together."""
     t0 = time.perf_counter()
-    X = {role: in_memory(rows) for role, rows in X.items()}  # read once, shared by every fit below
+    # read once and standardised once (where they fit in memory), shared by every fit below
+    train, dev = read_standardised(X["train"], X["dev"])
+    X = {"train": train, "dev": dev, "test": in_memory(X["test"])}
     timing = {"read": time.perf_counter() - t0}
     label_sets = [y] + ([control] if control else [])
     probes = fit(
@@ -60,8 +62,10 @@ def classify_layer(
         entry["selectivity"] = entry["score"] - entry["control_score"]
     if mdl:
         t = time.perf_counter()
+        # the main fit is done: a layer standardised in memory is put in the code's order in its own buffer
+        train = X["train"].reorder_(order) if isinstance(X["train"], Standardised) else X["train"][order]
         codes = online_codelengths(
-            X["train"][order],
+            train,
             [s["train"][order] for s in label_sets],
             X["dev"],
             [s["dev"] for s in label_sets],
