@@ -10,7 +10,7 @@ import torch
 from test_probing import _tiny_treebank
 
 from probing_lab.probing.experiment import run_experiment
-from probing_lab.probing.layer_pool import probe_layers
+from probing_lab.probing.layer_pool import LayerJobs, probe_jobs, probe_layers, run_runners
 
 
 class _Report:
@@ -43,6 +43,42 @@ def test_every_layer_is_fit_on_one_thread_and_returned_in_order(workers):
 def test_an_error_in_a_layer_reaches_the_caller(workers):
     with pytest.raises(ValueError, match="layer bad: no such rows"):
         probe_layers(["1", "bad"], _threads_and_double, _Report(workers), lambda k, e: "")
+
+
+def _triple(key: str) -> dict:
+    return {"threads": torch.get_num_threads(), "value": 3 * int(key)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_two_jobs_share_the_pool_and_each_gets_its_own_entries(workers):
+    # a model's entries and its random-init baseline's: one pool, each job's results as if alone, labelled lines
+    report = _Report(workers)
+    say = lambda k, e: f"  layer {k}: {e['value']}"  # noqa: E731
+    jobs = [LayerJobs(["2", "1"], _threads_and_double, say), LayerJobs(["1", "4"], _triple, say, "random init")]
+    model, baseline = probe_jobs(jobs, report)
+    assert model == probe_layers(["2", "1"], _threads_and_double, _Report(workers), say)
+    assert [e["value"] for e in model.values()] == [4, 2] and list(baseline) == ["1", "4"]
+    assert [e["value"] for e in baseline.values()] == [3, 12]
+    said = ["  layer 2: 4", "  layer 1: 2", "  random init layer 1: 3", "  random init layer 4: 12"]
+    assert report.said == said if workers == 1 else sorted(report.said) == sorted(said)
+
+
+def _runner(keys):
+    entries = yield LayerJobs(keys, _threads_and_double, lambda k, e: "")
+    return {k: e["value"] for k, e in entries.items()}, {"extra": len(entries)}
+
+
+def test_runners_yield_their_jobs_once_and_get_their_entries_back():
+    done_already = ({"0": 0}, {"extra": "its own work"})  # a runner that fits no layer entries (arc, wsd)
+    out = run_runners([_runner(["1", "2"]), done_already, _runner(["3"])], ["", "", "random init"], _Report(2))
+    assert out == [({"1": 2, "2": 4}, {"extra": 2}), done_already, ({"3": 6}, {"extra": 1})]
+
+    def greedy():
+        yield LayerJobs(["1"], _threads_and_double, lambda k, e: "")
+        yield LayerJobs(["2"], _threads_and_double, lambda k, e: "")
+
+    with pytest.raises(RuntimeError, match="yields its layer jobs once"):
+        run_runners([greedy()], [""], _Report(1))
 
 
 def test_a_run_gives_the_same_numbers_with_one_worker_or_two(tmp_path):

@@ -584,7 +584,11 @@ def test_run_experiment_writes_metrics_tables_and_plots(tmp_path, task, monkeypa
     metrics = json.loads((run.path / "metrics.json").read_text())
     stages = 2 * len(metrics["layers"])  # every layer of the model, then of the random-init baseline
     assert [f for f, _ in reports] == [pytest.approx((i + 1) / stages) for i in range(stages)]
-    assert all(m.startswith("layer ") for _, m in reports)
+    assert all(m.startswith(("layer ", "random init layer ")) for _, m in reports)
+    # the random-init baseline's entries are labelled where they share the pool with the model's (arc
+    # probes its layers itself, one after the other, after a header line in the log)
+    random_lines = [m for _, m in reports if m.startswith("random init layer ")]
+    assert len(random_lines) == (0 if task == "dep_arc" else len(metrics["layers"]))
     assert set(metrics["layers"]) == ({"0", "1", "2"} if task == "dep_arc" else {"0", "1", "2", "mix"})
     for entry in metrics["layers"].values():
         assert 0.0 <= entry["score"] <= 1.0

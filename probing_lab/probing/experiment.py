@@ -7,6 +7,7 @@ with metrics, intervals, tables and a plot.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import time
@@ -26,6 +27,7 @@ from ..stats import SMALL_UNITS
 from . import intervals
 from .config import Experiment
 from .errors import ExperimentError
+from .layer_pool import run_runners
 from .own_data import (
     FileDataset,
     describe,
@@ -86,20 +88,44 @@ def _check_layers(exp: Experiment, encoder) -> None:
         )
 
 
-def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, report, sentences, phase="model"):
+def _model_splits(encoder, cache_dir, progress, with_controls, report, sentences, phase: str) -> dict:
+    """A model's splits, their features extracted into the cache if it lacks them."""
     start = time.perf_counter()
     splits = load_splits(sentences, encoder, cache_dir, progress)
     report.add_time(f"{phase} extraction", time.perf_counter() - start)
-    start = time.perf_counter()
     if with_controls:  # before any fit: how much the test set can tell
         n = len(splits["test"].sentences)
         report.log(
             f"  test set: {n} sentences" + (f" (fewer than {SMALL_UNITS}: a small test set)" if n < SMALL_UNITS else "")
         )
-    layers, extra = RUNNERS[exp.task](exp, splits, with_controls, report)
-    extra["_test"]["items"] = _items(exp, splits["test"])
-    report.add_time(f"{phase} probes", time.perf_counter() - start)
-    return layers, extra
+    return splits
+
+
+def _run_models(exp: Experiment, models: list[tuple], cache_dir, progress, report, sentences) -> list[tuple]:
+    """``(layers, extra)`` of each ``(encoder, with_controls, phase)`` in ``models``: their layer entries
+    probed in one pool (``layer_pool.run_runners``), so that with two workers a model's last entry does
+    not run alone while its random-init baseline's wait. Log lines of the random-init model's entries
+    read "random init layer K"."""
+    splits = [
+        _model_splits(enc, cache_dir, progress, controls, report, sentences, phase) for enc, controls, phase in models
+    ]
+    start = time.perf_counter()
+    runners = []
+    for split, (_, controls, phase) in zip(splits, models):
+        run = RUNNERS[exp.task]
+        if phase == "random_init" and not inspect.isgeneratorfunction(run):  # it probes (and logs) here and now
+            report.log("  random-init model of the same shape:")
+        runners.append(run(exp, split, controls, report))
+    labels = ["random init" if phase == "random_init" else "" for _, _, phase in models]
+    results = run_runners(runners, labels, report)
+    report.add_time(" and ".join(phase for _, _, phase in models) + " probes", time.perf_counter() - start)
+    for split, (_, extra) in zip(splits, results):
+        extra["_test"]["items"] = _items(exp, split["test"])
+    return results
+
+
+def _run_one(exp: Experiment, encoder, cache_dir, progress, with_controls, report, sentences, phase="model"):
+    return _run_models(exp, [(encoder, with_controls, phase)], cache_dir, progress, report, sentences)[0]
 
 
 def _extract_both(sentences: dict, encoder, random_encoder, cache_dir, progress, report) -> None:
@@ -251,15 +277,12 @@ def run_experiment(
         random_model.reset_parameters(torch.Generator().manual_seed(exp.seed))
         random_encoder = ElmoEncoder(random_model, "random-init")
         _extract_both(sentences, encoder, random_encoder, cache_dir, progress, report)
-    layers, extra = _run_one(exp, encoder, cache_dir, progress, True, report, sentences)
+    models = [(encoder, True, "model")] + ([(random_encoder, False, "random_init")] if random_encoder else [])
+    (layers, extra), *random_run = _run_models(exp, models, cache_dir, progress, report, sentences)
     test = extra.pop("_test")
     baselines = {"majority": extra.pop("majority")}
-    random_layers = None
-    if random_encoder is not None:
-        log("  random-init model of the same shape:")
-        random_layers, _ = _run_one(
-            exp, random_encoder, cache_dir, progress, False, report, sentences, phase="random_init"
-        )
+    random_layers = random_run[0][0] if random_run else None
+    if random_layers is not None:  # "random init layer K" in the log: the random-init model of the same shape
         baselines["random_init"] = {k: v["score"] for k, v in random_layers.items()}
     seed_scores = _other_seeds(exp, encoder, data_dir, cache_dir, progress, report, files, sentences, layers)
     for entry in layers.values():

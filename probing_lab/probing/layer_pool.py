@@ -18,45 +18,89 @@ threads); with the decay by at most 0.0008 (layers 2, 2f and mix, measured).
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 
-_FIT: Callable | None = None  # the runner's fit_layer, inherited by the forked workers
+_FITS: list = []  # the jobs' fit_layer functions, inherited by the forked workers
 
 
-def _fit_in_worker(key: str) -> tuple[str, dict]:
-    return key, _FIT(key)
+@dataclass(frozen=True)
+class LayerJobs:
+    """What a runner asks of the pool: ``fit_layer(key)`` for each of ``keys``; ``say(key, entry)`` is the log
+    line of a finished entry, after ``label`` (e.g. "random init", where two models' entries interleave)."""
+
+    keys: list
+    fit_layer: Callable[[str], dict]
+    say: Callable[[str, dict], str]
+    label: str = ""
+
+    def said(self, key: str, entry: dict) -> str:
+        line = self.say(key, entry)
+        return f"  {self.label} {line.strip()}" if self.label else line
+
+
+def _fit_in_worker(task: tuple[int, str]) -> tuple[tuple[int, str], dict]:
+    job, key = task
+    return task, _FITS[job](key)
 
 
 def probe_layers(keys: list[str], fit_layer: Callable[[str], dict], report, say: Callable[[str, dict], str]) -> dict:
-    """``{key: fit_layer(key)}`` in the order of ``keys``; up to ``report.workers`` of them at once
-    in forked processes on one torch thread each (a fresh process per layer, so each layer's memory
-    is given back), the mix started first. As each layer finishes, ``report.layer_done(say(key, entry))``.
+    """``{key: fit_layer(key)}`` in the order of ``keys``: :func:`probe_jobs` of one job."""
+    return probe_jobs([LayerJobs(keys, fit_layer, say)], report)[0]
+
+
+def probe_jobs(jobs: list[LayerJobs], report) -> list[dict]:
+    """Per job ``{key: job.fit_layer(key)}`` in the order of its keys; every job's entries up to
+    ``report.workers`` at once in forked processes on one torch thread each (a fresh process per entry, so
+    each entry's memory is given back), the mixes started first. As each entry finishes,
+    ``report.layer_done(job.said(key, entry))``.
 
     pos_ewt, 2 cores, features cached: the model's probes 48.1-56.0 s one layer after the other on
     two threads, 38.5-39.7 s two layers at once (each fit slower beside the other: 72.7 s of worker
     time). The mix (probe and MDL 18.6 s of pos_ewt's 61 worker-seconds, 29.8 of deprel_ewt's 59) ran
     last and alone; started first, the model's probes 41.6 / 34.2 -> 30.3 / 30.5 s (pos_ewt) and
-    42.2 / 38.8 -> 33.7 / 30.1 s (deprel_ewt), two rounds, identical scores."""
-    global _FIT
-    workers = min(report.workers, len(keys))
-    results = {}
+    42.2 / 38.8 -> 33.7 / 30.1 s (deprel_ewt), two rounds, identical scores. Two jobs (a model and its
+    random-init baseline) share the pool, so that neither waits while the other's last entry runs alone."""
+    global _FITS
+    tasks = [(j, key) for j, job in enumerate(jobs) for key in job.keys]
+    workers = min(report.workers, len(tasks))
+    results: list[dict] = [{} for _ in jobs]
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        for key in keys:  # on the caller's threads: one for the command line's --threads 1
-            results[key] = fit_layer(key)
-            report.layer_done(say(key, results[key]))
+        for j, key in tasks:  # on the caller's threads: one for the command line's --threads 1
+            results[j][key] = jobs[j].fit_layer(key)
+            report.layer_done(jobs[j].said(key, results[j][key]))
         return results
-    _FIT = fit_layer
-    # the mix first: it reads every layer and takes the longest, and started last it runs alone at the end
-    order = sorted(keys, key=lambda key: key != "mix")
+    _FITS = [job.fit_layer for job in jobs]
+    # the mixes first: they read every layer and take the longest, and started last they run alone at the end
+    order = sorted(tasks, key=lambda task: task[1] != "mix")
     try:
         context = multiprocessing.get_context("fork")
         with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,), maxtasksperchild=1) as pool:
-            for key, entry in pool.imap_unordered(_fit_in_worker, order):
-                results[key] = entry
-                report.layer_done(say(key, entry))
+            for (j, key), entry in pool.imap_unordered(_fit_in_worker, order):
+                results[j][key] = entry
+                report.layer_done(jobs[j].said(key, entry))
     finally:
-        _FIT = None
-    return {key: results[key] for key in keys}
+        _FITS = []
+    return [{key: result[key] for key in job.keys} for job, result in zip(jobs, results)]
+
+
+def run_runners(started: list, labels: list[str], report) -> list:
+    """The results of task runners started on their splits (``runners.RUNNERS``): a runner that probes
+    layer entries is a generator that yields its :class:`LayerJobs` once and is sent back ``{key:
+    entry}``; one that does its own work has returned its result already. Every generator's entries are
+    probed in one pool (:func:`probe_jobs`), each job's log lines after its ``labels`` entry."""
+    waiting = {i: runner for i, runner in enumerate(started) if inspect.isgenerator(runner)}
+    jobs = [replace(next(runner), label=labels[i]) for i, runner in waiting.items()]
+    out = list(started)
+    for (i, runner), results in zip(waiting.items(), probe_jobs(jobs, report)):
+        try:
+            runner.send(results)
+        except StopIteration as done:
+            out[i] = done.value
+        else:
+            raise RuntimeError("a runner yields its layer jobs once")
+    return out

@@ -1,7 +1,10 @@
 """One runner module per task family, registered here: the one list of tasks the lab knows.
 
-Each family's ``run(exp, splits, with_controls, report)`` returns the metrics per layer and the
-extras, and calls ``report.layer_done(message)`` after each layer (see ``experiment.RunProgress``)."""
+Each family's ``run(exp, splits, with_controls, report)`` gives the metrics per layer and the extras:
+returned, with ``report.layer_done(message)`` called after each layer (see ``experiment.RunProgress``),
+or, for the families that probe layer entries side by side, as a generator that yields its
+``layer_pool.LayerJobs`` once, is sent back the entries, and returns (``layer_pool.run_runners``: a
+model's and its random-init baseline's entries share one pool)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,13 @@ selectivity; online-code MDL; the majority label of the training set as the simp
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import numpy as np
 
 from ...features.pooling import pool_layers, pooled_layer
 from .. import tasks as T
-from ..layer_pool import probe_layers
+from ..layer_pool import LayerJobs
 from .classify import classify_layer, said
 
 TASKS = T.SENTENCE_TASKS
@@ -23,7 +25,7 @@ def pooled(split, how: str) -> np.ndarray:
     return pool_layers(split.features.layers, split.features.offsets, how)
 
 
-def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, dict, tuple[dict, dict]]:
     how = exp.pooling
     labels = {r: T.sentence_labels(s.sentences, exp.task) for r, s in splits.items()}
     index = T.LabelIndex(labels["train"])
@@ -43,7 +45,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
             X, y, control, len(index), exp.probe_config(mix=key == "mix"), order, with_controls and exp.mdl
         )
 
-    results = probe_layers(exp.layer_keys, fit_layer, report, lambda key, entry: said(f"{key} ({how} pooling)", entry))
+    results = yield LayerJobs(exp.layer_keys, fit_layer, lambda key, entry: said(f"{key} ({how} pooling)", entry))
     majority = index.labels[0]
     right = np.asarray(labels["test"]) == majority
     extra = {

@@ -10,11 +10,12 @@ layer); the majority label of the training set as the simple baseline.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Generator
 
 import numpy as np
 
 from .. import tasks as T
-from ..layer_pool import probe_layers
+from ..layer_pool import LayerJobs
 from ..span_probe import SpanInputs, fit_span_probes
 from .classify import classify_layer, said
 
@@ -49,7 +50,7 @@ def span_sentences(split, span1: np.ndarray) -> np.ndarray:
     return np.searchsorted(split.features.offsets, span1[:, 0], side="right") - 1
 
 
-def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, dict, tuple[dict, dict]]:
     spans = {r: span_rows(s) for r, s in splits.items()}
     pairs = {r: v[1] is not None for r, v in spans.items()}
     if len(set(pairs.values())) > 1:
@@ -70,7 +71,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         X = {r: SpanInputs(splits[r].layer(key), *spans[r][:2], units[r]) for r in ("train", "dev", "test")}
         return classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probes)
 
-    results = probe_layers(exp.layer_keys, fit_layer, report, said)
+    results = yield LayerJobs(exp.layer_keys, fit_layer, said)
     majority = index.labels[0]
     lengths = Counter(int(e - s) for s, e in spans["train"][0])
     right = np.asarray(labels["test"]) == majority

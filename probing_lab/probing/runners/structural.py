@@ -7,16 +7,17 @@ task's simple baseline (or None)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 
 import numpy as np
 
-from ..layer_pool import probe_layers
+from ..layer_pool import LayerJobs
 from ..structural import fit_structural_probe, structural_targets
 
 TASKS = ("structural_distance", "structural_depth")
 
 
-def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, dict, tuple[dict, dict]]:
     kind = "distance" if exp.task == "structural_distance" else "depth"
     targets = structural_targets(kind, splits)
 
@@ -29,7 +30,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
     def say(key: str, m: dict) -> str:
         return f"  layer {key}: score {m['score']:.4f} spearman {m['spearman']:.3f}"
 
-    results = probe_layers(exp.layer_keys, fit_layer, report, say)
+    results = yield LayerJobs(exp.layer_keys, fit_layer, say)
     weight = next(iter(results.values()))["_weight"]  # the gold edges (or countable roots): the same for every layer
     for entry in results.values():
         del entry["_weight"]

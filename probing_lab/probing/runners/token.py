@@ -7,10 +7,12 @@ task's simple baseline (or None)."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import numpy as np
 
 from .. import tasks as T
-from ..layer_pool import probe_layers
+from ..layer_pool import LayerJobs
 from .classify import classify_layer, said
 
 TASKS = T.TOKEN_TASKS
@@ -34,7 +36,7 @@ def _labelled(split, task: str) -> tuple[list[str], list[str], np.ndarray | None
     return [labels[i] for i in rows], [words[i] for i in rows], rows
 
 
-def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
+def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, dict, tuple[dict, dict]]:
     labelled = {r: _labelled(s, exp.task) for r, s in splits.items()}
     labels = {r: v[0] for r, v in labelled.items()}
     words = {r: v[1] for r, v in labelled.items()}
@@ -57,7 +59,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> tuple[dict, dict]:
         config = exp.probe_config(mix=key == "mix")
         return classify_layer(vectors, y, control, len(index), config, order, with_controls and exp.mdl)
 
-    results = probe_layers(exp.layer_keys, fit_layer, report, said)
+    results = yield LayerJobs(exp.layer_keys, fit_layer, said)
     majority = np.asarray(T.majority_per_type(words["train"], labels["train"], words["test"])) == np.asarray(
         labels["test"]
     )
