@@ -10,7 +10,7 @@ import torch
 from test_probing import _tiny_treebank
 
 from probing_lab.probing.experiment import run_experiment
-from probing_lab.probing.layer_pool import LayerJobs, probe_jobs, probe_layers, run_runners
+from probing_lab.probing.layer_pool import LayerJobs, probe_jobs, run_runners
 
 
 class _Report:
@@ -31,7 +31,8 @@ def _threads_and_double(key: str) -> dict:
 def test_every_layer_is_fit_on_one_thread_and_returned_in_order(workers):
     report = _Report(workers)
     before = torch.get_num_threads()
-    results = probe_layers(["3", "1", "2"], _threads_and_double, report, lambda k, e: f"layer {k}: {e['value']}")
+    say = lambda k, e: f"layer {k}: {e['value']}"  # noqa: E731
+    results = probe_jobs([LayerJobs(["3", "1", "2"], _threads_and_double, say)], report)[0]
     assert list(results) == ["3", "1", "2"] and [e["value"] for e in results.values()] == [6, 2, 4]
     assert {e["threads"] for e in results.values()} == {1 if workers > 1 else before}  # workers: one thread each
     said = ["layer 3: 6", "layer 1: 2", "layer 2: 4"]  # as each finishes: in order with one worker
@@ -42,7 +43,7 @@ def test_every_layer_is_fit_on_one_thread_and_returned_in_order(workers):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_an_error_in_a_layer_reaches_the_caller(workers):
     with pytest.raises(ValueError, match="layer bad: no such rows"):
-        probe_layers(["1", "bad"], _threads_and_double, _Report(workers), lambda k, e: "")
+        probe_jobs([LayerJobs(["1", "bad"], _threads_and_double, lambda k, e: "")], _Report(workers))
 
 
 def _triple(key: str) -> dict:
@@ -56,7 +57,7 @@ def test_two_jobs_share_the_pool_and_each_gets_its_own_entries(workers):
     say = lambda k, e: f"  layer {k}: {e['value']}"  # noqa: E731
     jobs = [LayerJobs(["2", "1"], _threads_and_double, say), LayerJobs(["1", "4"], _triple, say, "random init")]
     model, baseline = probe_jobs(jobs, report)
-    assert model == probe_layers(["2", "1"], _threads_and_double, _Report(workers), say)
+    assert model == probe_jobs([LayerJobs(["2", "1"], _threads_and_double, say)], _Report(workers))[0]
     assert [e["value"] for e in model.values()] == [4, 2] and list(baseline) == ["1", "4"]
     assert [e["value"] for e in baseline.values()] == [3, 12]
     said = ["  layer 2: 4", "  layer 1: 2", "  random init layer 1: 3", "  random init layer 4: 12"]

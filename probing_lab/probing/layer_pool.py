@@ -48,11 +48,6 @@ def _fit_in_worker(task: tuple[int, str]) -> tuple[tuple[int, str], dict]:
     return task, _FITS[job](key)
 
 
-def probe_layers(keys: list[str], fit_layer: Callable[[str], dict], report, say: Callable[[str, dict], str]) -> dict:
-    """``{key: fit_layer(key)}`` in the order of ``keys``: :func:`probe_jobs` of one job."""
-    return probe_jobs([LayerJobs(keys, fit_layer, say)], report)[0]
-
-
 def probe_jobs(jobs: list[LayerJobs], report) -> list[dict]:
     """Per job ``{key: job.fit_layer(key)}`` in the order of its keys; every job's entries up to
     ``report.workers`` at once in forked processes on one torch thread each (a fresh process per entry, so
