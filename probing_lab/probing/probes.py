@@ -23,7 +23,7 @@ from torch import nn
 
 from ..settings import config_from_dict
 from .heads import ModuleHeads, StackedLinear, minibatch_size, products_dtype, train_with_early_stopping
-from .rows import Standardised, _chunks, _standardise, as_rows, standardised
+from .rows import Standardised, _chunks, _standardise, as_rows, standardise, standardised
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class TrainedProbe:
     history: list = field(default_factory=list)
 
     def _prep(self, X) -> torch.Tensor:
-        return (torch.as_tensor(np.asarray(X), dtype=torch.float32) - self.mean) / self.std
+        return standardise(torch.as_tensor(np.asarray(X), dtype=torch.float32), self.mean, self.std)
 
     @torch.no_grad()
     def predict_proba(self, X, batch_size: int = 8192) -> np.ndarray:
@@ -170,8 +170,8 @@ def fit_probes(X, ys: list, X_dev, ys_dev: list, n_classes: int, config: ProbeCo
     def prep(rows, lo: int, hi: int) -> torch.Tensor:
         if isinstance(rows, Standardised):  # a view: nothing below writes into the rows
             return rows.z[lo:hi].to(dtype)
-        # one new buffer (the rows read may be shared by every fit of the layer), divided in place
-        return torch.sub(torch.as_tensor(rows.read(lo, hi)), mean).div_(std).to(dtype)
+        # a new buffer: the rows read may be shared by every fit of the layer
+        return standardise(torch.as_tensor(rows.read(lo, hi)), mean, std).to(dtype)
 
     chunks, dev_chunks = _chunks(X), _chunks(X_dev)
     if config.optimizer == "lbfgs":  # full batch: the whole training set in memory, by definition

@@ -76,6 +76,12 @@ def _standardise(rows) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(mean, dtype=torch.float32), std
 
 
+def standardise(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+    """``(x - mean) / std``: the one standardising arithmetic of a probe's rows (fit, shared rows,
+    prediction), so that each gives the same numbers bit for bit; ``in_place``: in ``x``'s buffer."""
+    return (x.sub_(mean) if in_place else torch.sub(x, mean)).div_(std)
+
+
 class Standardised:
     """Rows in memory already standardised (``z = (x - mean) / std``, float32) with the statistics of
     a training set: the probe, its control and every online-code block of a layer share one copy
@@ -95,8 +101,7 @@ class Standardised:
         VM a fresh buffer of a "mix" layer's 600 MB took 0.6-11 s to touch)."""
         rows = as_rows(rows)
         mean, std = stats if stats is not None else _standardise(rows)
-        x = torch.as_tensor(rows.read(0, len(rows)))
-        return cls(x.sub_(mean).div_(std) if in_place else torch.sub(x, mean).div_(std), mean, std)
+        return cls(standardise(torch.as_tensor(rows.read(0, len(rows))), mean, std, in_place), mean, std)
 
     def __len__(self) -> int:
         return len(self.z)
