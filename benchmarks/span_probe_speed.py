@@ -41,7 +41,7 @@ def main() -> None:
     from probing_lab.probing.config import Experiment
     from probing_lab.probing.experiment import load_experiment_splits
     from probing_lab.probing.runners.span import span_rows, span_sentences
-    from probing_lab.probing.span_batches import gather_spans, sentence_batches, token_batch
+    from probing_lab.probing.span_batches import StandardisedTokens, gather_spans, sentence_batches, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import (
         SpanInputs,
@@ -49,7 +49,6 @@ def main() -> None:
         _one_token_roles,
         _spans,
         _token_statistics,
-        standardised,
     )
 
     exp = Experiment.load(args.experiment)
@@ -60,7 +59,7 @@ def main() -> None:
     control = index.encode(T.span_control_labels(split.sentences, labels, exp.seed))
     Y = torch.as_tensor(np.stack([index.encode(labels), control], 1))
     units = span_sentences(split, span1)
-    X = SpanInputs(split.layer(args.layer), span1, span2, units)
+    X = SpanInputs(split.rows(args.layer), span1, span2, units)
     config = exp.probe_config(mix=args.layer == "mix")
     n_layers = X.tokens.shape[1] if config.mix else 1
 
@@ -77,7 +76,7 @@ def main() -> None:
         torch.optim.AdamW(m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True) for m in modules
     ]
     mean, std = _token_statistics(X)
-    source = standardised(X.tokens, mean, std)
+    source = StandardisedTokens(X.tokens, mean, std)
     batches = sentence_batches(units, config.batch_size, torch.Generator().manual_seed(config.seed))[: args.steps]
 
     def autograd_step(i: int) -> None:

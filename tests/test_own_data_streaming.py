@@ -3,6 +3,8 @@ chunk at a time, and the probe trained on them giving what the in-memory probe g
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +62,11 @@ def test_layer_rows_read_in_chunks_what_the_whole_layer_holds(features, key):
     assert len(view) == 4
     np.testing.assert_array_equal(view.read(0, 4), whole[picked])
     np.testing.assert_array_equal(view[1:3].read(0, 2), whole[picked[1:3]])
+    # take: any rows, in any order, repeated, through the map it keeps open; not pickled with the rows
+    some = np.array([9, 0, 9, 30, 2])
+    np.testing.assert_array_equal(rows.take(some), whole[some])
+    np.testing.assert_array_equal(view.take(np.array([3, 0, 0])), whole[picked[[3, 0, 0]]])
+    assert rows._map is not None and pickle.loads(pickle.dumps(rows))._map is None
 
 
 def test_the_streamed_mean_and_deviation_are_the_in_memory_ones(features, monkeypatch):
@@ -145,3 +152,43 @@ def test_a_tokens_file_probed_in_small_chunks_scores_as_in_one(tmp_path, monkeyp
         # DET / NOUN / VERB from the words themselves, either way (the test set is 90 tokens)
         assert chunked.layers[key].score > 0.85 and whole.layers[key].score > 0.85
         assert chunked.layers[key].score == pytest.approx(whole.layers[key].score, abs=0.1)
+
+
+@pytest.mark.parametrize("kind", ["linear", "rank"])
+@pytest.mark.parametrize("key", ["1", "mix"])
+def test_a_span_probe_reads_its_tokens_from_the_cache_as_from_memory(features, key, kind):
+    """Span probes standardise each minibatch's rows as they read them (``StandardisedTokens``): from the
+    cache's memory map they train the probe the whole layer in memory trains, bit for bit, and the rows
+    read are the whole standardised layer's rows."""
+    from probing_lab.probing.span_batches import StandardisedTokens
+    from probing_lab.probing.span_probe import SpanInputs, _token_statistics, fit_span_probes
+
+    on_disk = LayerRows(features, key)
+    whole = on_disk.read(0, len(on_disk))
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, len(whole) - 4, 60)
+    spans = np.stack([starts, starts + rng.integers(1, 4, 60)], 1)
+    units = starts // 5
+    labels = [rng.integers(0, 3, 60) for _ in range(2)]
+    config = ProbeConfig(kind=kind, lr=0.01, epochs=3, batch_size=16, mix=key == "mix")
+    fits = [
+        fit_span_probes(
+            SpanInputs(t, spans[:40], None, units[:40]),
+            [y[:40] for y in labels],
+            SpanInputs(t, spans[40:], None, units[40:]),
+            [y[40:] for y in labels],
+            3,
+            config,
+        )
+        for t in (on_disk, whole)
+    ]
+    for a, b in zip(*fits):
+        assert (a.epochs_run, a.history) == (b.epochs_run, b.history)
+        for (name, p), q in zip(a.module.state_dict().items(), b.module.state_dict().values()):
+            assert torch.equal(p, q), name
+    mean, std = _token_statistics(SpanInputs(whole, spans))
+    assert all(torch.equal(s, t) for s, t in zip((mean, std), _token_statistics(SpanInputs(on_disk, spans))))
+    some = torch.tensor([5, 0, 5, 17])
+    expected = rows.standardise(torch.from_numpy(whole.copy()), mean, std)[some]
+    for tokens in (on_disk, whole):
+        assert torch.equal(StandardisedTokens(tokens, mean, std).take(some), expected)

@@ -212,7 +212,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     classifier and the mix, and AdamW, written out; a role of one-token spans with its three blocks
     summed, or folded into their mean for the whole fit) gives the numbers of the modules trained
     with autograd."""
-    from probing_lab.probing.span_batches import gather_spans, token_batch
+    from probing_lab.probing.span_batches import StandardisedTokens, gather_spans, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import SpanProbe
 
@@ -224,6 +224,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     if one_token:
         lengths[..., 0] = 1  # the first role's spans all one token long
     labels = torch.as_tensor(rng.integers(0, k, size=(6, 32, 2)))
+    source = StandardisedTokens(tokens.numpy(), torch.zeros(tokens.shape[1:]), torch.ones(tokens.shape[1:]))
     cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=mix)
     modules = []
     for _ in range(2):
@@ -233,7 +234,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     optimizers = [torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) for m in modules]
     for step in range(6):
         spans = [torch.as_tensor(np.stack([s, s + n], 1)) for s, n in zip(starts[step].T, lengths[step].T)]
-        gathered, batch = gather_spans(tokens, spans), token_batch(tokens, spans)
+        gathered, batch = gather_spans(source, spans), token_batch(source, spans)
         active = [0, 1] if step < 4 else [1]  # head 0 stops after four steps
         stacked.step(batch, labels[step], active)
         for h in active:

@@ -13,8 +13,9 @@ Training is AdamW with early stopping on dev accuracy (``heads.train_with_early_
 edge-probing default) trains as :class:`~.span_heads.StackedSpanLinear` (gradient and AdamW written
 out, no autograd) on minibatches of whole sentences' spans (``SpanInputs.units``), as jiant's edge
 probing does, with each token read once (:mod:`.span_batches`); an MLP or rank probe as torch modules
-on minibatches of spans of similar length (little padding). Token features are standardised once
-with the training tokens' mean and deviation (one float32 copy of the token matrix).
+on minibatches of spans of similar length (little padding). Token features are standardised with
+the training tokens' mean and deviation as a minibatch reads them (``span_batches.StandardisedTokens``:
+from an array, or from the feature cache's memory map, with no copy of the whole token matrix).
 ``fit_span_probes`` trains the probes of several label sets (a task and its control task) on the
 same minibatches, read once.
 """
@@ -31,7 +32,8 @@ from torch import nn
 
 from .heads import ModuleHeads, minibatch_size, train_with_early_stopping
 from .probes import ProbeConfig, classifier
-from .span_batches import gather_spans, length_batches, sentence_batches, token_batch
+from .rows import as_rows
+from .span_batches import StandardisedTokens, gather_spans, length_batches, sentence_batches, token_batch
 from .span_heads import StackedSpanLinear
 
 
@@ -40,12 +42,12 @@ class SpanInputs:
     """Spans over one split's token vectors.
 
     ``tokens``: ``(n_tokens, dim)``, or ``(n_tokens, n_layers, dim)`` for a mix, every sentence's
-    tokens in order; ``span1``/``span2``: ``(n, 2)`` rows ``[start, end)`` into ``tokens`` (``span2``
-    None: single spans); ``units``: each example's sentence (what the linear probe's minibatches keep
-    together; None: every example its own). Indexing selects spans and keeps the tokens (what online
-    MDL needs)."""
+    tokens in order (an array, or rows on disk: ``features.cache.LayerRows``); ``span1``/``span2``:
+    ``(n, 2)`` rows ``[start, end)`` into ``tokens`` (``span2`` None: single spans); ``units``: each
+    example's sentence (what the linear probe's minibatches keep together; None: every example its
+    own). Indexing selects spans and keeps the tokens (what online MDL needs)."""
 
-    tokens: np.ndarray
+    tokens: np.ndarray  # or LayerRows
     span1: np.ndarray
     span2: Optional[np.ndarray] = None
     units: Optional[np.ndarray] = None
@@ -113,14 +115,6 @@ class SpanProbe(nn.Module):
         return self.net(torch.cat(parts, -1))
 
 
-def standardised(tokens: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """The token matrix as float32, standardised once (in place on the float32 copy, in chunks)."""
-    source = torch.from_numpy(np.array(tokens, dtype=np.float32))
-    for i in range(0, len(source), 65536):
-        source[i : i + 65536].sub_(mean).div_(std)
-    return source
-
-
 def _spans(X: SpanInputs, idx=None) -> list[torch.Tensor]:
     return [torch.as_tensor(s if idx is None else s[idx], dtype=torch.long) for s in X.roles]
 
@@ -138,7 +132,7 @@ class TrainedSpanProbe:
     @torch.no_grad()
     def predict_proba(self, X: SpanInputs, batch_size: int = 1024) -> np.ndarray:
         self.module.eval()
-        source = standardised(X.tokens, self.mean, self.std)
+        source = StandardisedTokens(X.tokens, self.mean, self.std)
         out = np.zeros((len(X), self.n_classes), dtype=np.float32)
         for idx in length_batches(X.lengths, batch_size):
             out[idx] = torch.softmax(self.module(gather_spans(source, _spans(X, idx))), -1).numpy()
@@ -158,11 +152,12 @@ class TrainedSpanProbe:
 
 def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and deviation of the training tokens, per feature (and layer), in float64."""
-    tokens = np.asarray(X.tokens)
+    tokens = as_rows(X.tokens)
     mean = np.zeros(tokens.shape[1:])
     square = np.zeros(tokens.shape[1:])
-    for i in range(0, len(tokens), 65536):  # in chunks: no float64 copy of the whole matrix
-        chunk = tokens[i : i + 65536].astype(np.float64)
+    rows = max(1, (8 << 20) // (8 * int(np.prod(tokens.shape[1:]))))  # 8 MiB float64 chunks, reused: a fresh
+    for i in range(0, len(tokens), rows):  # 400 MB one (a mix's 65,536 rows) took seconds to touch on this VM
+        chunk = tokens.read(i, min(i + rows, len(tokens))).astype(np.float64)
         mean += chunk.sum(0)
         chunk *= chunk  # in place: no second float64 copy
         square += chunk.sum(0)
@@ -195,8 +190,8 @@ def fit_span_probes(
         raise ValueError("no training spans for the probe")
     if config.optimizer != "adamw":
         raise ValueError(f"the span probe trains with adamw (got optimizer {config.optimizer!r})")
-    tokens = np.asarray(X.tokens)
-    if config.mix != (tokens.ndim == 3):
+    shape = X.tokens.shape
+    if config.mix != (len(shape) == 3):
         raise ValueError("mix=True needs tokens (n_tokens, n_layers, dim), and only then")
     Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, heads)
     Yd = np.stack([np.asarray(y) for y in ys_dev], 1) if len(X_dev) else np.zeros((0, len(ys)), dtype=np.int64)
@@ -205,7 +200,7 @@ def fit_span_probes(
     modules = []
     for _ in ys:
         torch.manual_seed(config.seed)  # every probe starts where it would alone
-        modules.append(SpanProbe(tokens.shape[-1], n_classes, config, X.n_spans, tokens.shape[1] if config.mix else 1))
+        modules.append(SpanProbe(shape[-1], n_classes, config, X.n_spans, shape[1] if config.mix else 1))
     trained = [TrainedSpanProbe(module, mean, std, n_classes, 0, -1.0, []) for module in modules]
     stacked = config.kind == "linear"  # written out, no autograd; an MLP or rank probe as modules
     batch_size = minibatch_size(config, len(X))
@@ -224,8 +219,8 @@ def fit_span_probes(
     else:
         batches = lambda X, size, g=None: length_batches(X.lengths, size, g)  # noqa: E731
         read = gather_spans
-    source = standardised(tokens, mean, std)
-    dev_source = standardised(X_dev.tokens, mean, std) if len(X_dev) else None
+    source = StandardisedTokens(X.tokens, mean, std)
+    dev_source = StandardisedTokens(X_dev.tokens, mean, std) if len(X_dev) else None
     dev_batches = batches(X_dev, 1024) if len(X_dev) else []
 
     def run_epoch(active: list[int]) -> None:

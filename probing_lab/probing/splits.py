@@ -36,8 +36,8 @@ class Split:
     def layer(self, key: str) -> np.ndarray:
         """``(N, dim)`` for a layer or "mean" (their average), ``(N, n_layers, dim)`` for "mix", whose
         weights the probe learns (float32 in memory)."""
-        if key == "mix":
-            return np.ascontiguousarray(np.transpose(self.features.layers, (1, 0, 2)), dtype=np.float32)
+        if key == "mix":  # a layer at a time (LayerRows.read): converting the transposed view was 4-8x slower
+            return self.rows(key).read(0, self.features.n_tokens)
         return self.features.layer(key)
 
 

@@ -68,7 +68,7 @@ def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, 
 
     def fit_layer(key: str) -> dict:
         config = exp.probe_config(mix=key == "mix")
-        X = {r: SpanInputs(splits[r].layer(key), *spans[r][:2], units[r]) for r in ("train", "dev", "test")}
+        X = {r: SpanInputs(splits[r].rows(key), *spans[r][:2], units[r]) for r in ("train", "dev", "test")}
         return classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probes)
 
     results = yield LayerJobs(exp.layer_keys, fit_layer, said)
