@@ -190,7 +190,7 @@ def fit_span_probes(
         raise ValueError("no training spans for the probe")
     if config.optimizer != "adamw":
         raise ValueError(f"the span probe trains with adamw (got optimizer {config.optimizer!r})")
-    shape = X.tokens.shape
+    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)  # an array, LayerRows, or a nested list
     if config.mix != (len(shape) == 3):
         raise ValueError("mix=True needs tokens (n_tokens, n_layers, dim), and only then")
     Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, heads)
