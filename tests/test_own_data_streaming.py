@@ -190,5 +190,5 @@ def test_a_span_probe_reads_its_tokens_from_the_cache_as_from_memory(features, k
     assert all(torch.equal(s, t) for s, t in zip((mean, std), _token_statistics(SpanInputs(on_disk, spans))))
     some = torch.tensor([5, 0, 5, 17])
     expected = rows.standardise(torch.from_numpy(whole.copy()), mean, std)[some]
-    for tokens in (on_disk, whole):
+    for tokens in (on_disk, whole, torch.from_numpy(whole)):  # a tensor is an array here (its take flattens)
         assert torch.equal(StandardisedTokens(tokens, mean, std).take(some), expected)
