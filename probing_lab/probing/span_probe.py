@@ -32,7 +32,6 @@ from torch import nn
 
 from .heads import ModuleHeads, minibatch_size, train_with_early_stopping
 from .probes import ProbeConfig, classifier
-from .rows import as_rows
 from .span_batches import StandardisedTokens, gather_spans, length_batches, sentence_batches, token_batch
 from .span_heads import StackedSpanLinear
 
@@ -152,12 +151,14 @@ class TrainedSpanProbe:
 
 def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and deviation of the training tokens, per feature (and layer), in float64."""
-    tokens = as_rows(X.tokens)
+    on_disk = hasattr(X.tokens, "chunk_rows")  # LayerRows, read a chunk at a time; an array is sliced as it is
+    tokens = X.tokens if on_disk else np.asarray(X.tokens)
     mean = np.zeros(tokens.shape[1:])
     square = np.zeros(tokens.shape[1:])
     rows = max(1, (8 << 20) // (8 * int(np.prod(tokens.shape[1:]))))  # 8 MiB float64 chunks, reused: a fresh
     for i in range(0, len(tokens), rows):  # 400 MB one (a mix's 65,536 rows) took seconds to touch on this VM
-        chunk = tokens.read(i, min(i + rows, len(tokens))).astype(np.float64)
+        j = min(i + rows, len(tokens))
+        chunk = (tokens.read(i, j) if on_disk else tokens[i:j]).astype(np.float64)
         mean += chunk.sum(0)
         chunk *= chunk  # in place: no second float64 copy
         square += chunk.sum(0)
