@@ -77,12 +77,11 @@ def phases(metrics: dict) -> dict:
     return {"timing": timing, "model layers": parts}
 
 
-def measure(path: Path, args, model: list) -> dict:
-    """One embed of the experiment's text and one run of it, each from an empty feature cache."""
+def measure(path: Path, sentences: list[list[str]], args, model: list) -> dict:
+    """One embed of the experiment's text (``sentences``) and one run of it, each from an empty feature cache."""
     with tempfile.TemporaryDirectory(prefix="probe-speed-") as tmp:
         tmp = Path(tmp)
         env = {**os.environ, "PROBING_LAB_CACHE": str(tmp / "cache")}
-        sentences = experiment_text(path, args.data_dir)
         text = tmp / "text.txt"
         text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
         tokens = sum(len(s) for s in sentences)
@@ -145,7 +144,8 @@ def main() -> None:
     rows = []
     for name in args.experiments:
         path = Path(name)
-        measured = [measure(path, args, model) for _ in range(args.repeats)]
+        sentences = experiment_text(path, args.data_dir)  # read once for every repeat
+        measured = [measure(path, sentences, args, model) for _ in range(args.repeats)]
         rows.extend(measured)
         ratios = sorted(row["ratio"] for row in measured if "ratio" in row)
         if len(ratios) > 1:
