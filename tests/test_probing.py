@@ -405,6 +405,17 @@ def test_probe_precision_is_checked_and_auto_picks_by_cpu():
         ProbeConfig.from_dict({"precision": "half"})
 
 
+def test_a_run_records_the_products_its_precision_gave():
+    """metrics["machine"]["bfloat16_products"] follows the experiment's precision: an experiment that pins
+    float32 says False on any CPU (it said what "auto" would pick here)."""
+    from probing_lab.probing.experiment import machine_facts
+    from probing_lab.probing.heads import products_dtype
+
+    assert machine_facts("float32")["bfloat16_products"] is False
+    assert machine_facts("bfloat16")["bfloat16_products"] is True
+    assert machine_facts()["bfloat16_products"] is (products_dtype("auto") == torch.bfloat16)
+
+
 def test_stages_chain_on_one_token_axis():
     from probing_lab.probing.curves import chain_stages
 
