@@ -414,6 +414,7 @@ def test_a_run_records_the_products_its_precision_gave():
     assert machine_facts("float32")["bfloat16_products"] is False
     assert machine_facts("bfloat16")["bfloat16_products"] is True
     assert machine_facts()["bfloat16_products"] is (products_dtype("auto") == torch.bfloat16)
+    assert machine_facts(None)["bfloat16_products"] is False  # a structural probe or the WSD centroids
 
 
 def test_stages_chain_on_one_token_axis():

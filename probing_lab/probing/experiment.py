@@ -188,10 +188,11 @@ def _file_metrics(exp: Experiment, files: FileDataset) -> dict:
     return {"files": files.files, "split": split, "unseen_test_labels": unseen_labels(exp.task, sentences)}
 
 
-def machine_facts(precision: str = "auto") -> dict:
+def machine_facts(precision: Optional[str] = "auto") -> dict:
     """What a run's numbers depend on besides its files: torch, its threads, and whether a linear
     probe's products on a large training set ran in bfloat16 (the experiment's ``precision``:
-    ``bfloat16``, or ``auto`` on a CPU with AMX or AVX-512 BF16, from ``heads.BFLOAT16_FROM_ROWS`` rows)."""
+    ``bfloat16``, or ``auto`` on a CPU with AMX or AVX-512 BF16, from ``heads.BFLOAT16_FROM_ROWS`` rows;
+    None: its probes take no precision, the structural probe and the WSD centroids)."""
     import torch
 
     from .heads import products_dtype
@@ -199,7 +200,7 @@ def machine_facts(precision: str = "auto") -> dict:
     return {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "bfloat16_products": products_dtype(precision) == torch.bfloat16,
+        "bfloat16_products": precision is not None and products_dtype(precision) == torch.bfloat16,
     }
 
 
@@ -306,7 +307,7 @@ def run_experiment(
     report.add_time("intervals", time.perf_counter() - t)
     metrics["seconds"] = round(time.perf_counter() - start, 1)
     metrics["timing"] = {k: round(v, 1) for k, v in report.timing.items()}  # where the seconds went
-    metrics["machine"] = machine_facts(exp.probe_config().precision)
+    metrics["machine"] = machine_facts(getattr(exp.probe_config(), "precision", None))
     for line in intervals.run_verdicts(metrics):
         log(f"{exp.name}: {line}")
     root = probe_runs_dir()  # a run named after the experiment stays under it (check_name, check_inside)
