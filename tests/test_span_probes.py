@@ -394,5 +394,7 @@ def test_every_format_from_the_shell_with_the_shipped_model(tmp_path, capsys, fm
     assert metrics["model"].endswith("elmo-lab") and set(metrics["layers"]) == {"0", "2"}
     assert metrics["experiment"].startswith("mine")  # named after the file (and the label, where one is probed)
     assert all(0.0 <= e["score"] <= 1.0 for e in metrics["layers"].values())
+    if fmt == "spans":  # span probes stay float32 on any CPU, whatever "auto" takes for token probes
+        assert metrics["machine"]["bfloat16_products"] is False
     assert main(["report", str(out)]) == 0
     assert f"| {metrics['experiment']} ({metrics['task']}) | {metrics['model']} |" in capsys.readouterr().out

@@ -39,6 +39,7 @@ from .plots import write_plots
 from .runners import RUNNERS
 from .runs import RUN_FILES, ProbeRun, write_run
 from .splits import extract_all, load_splits, read_sentences
+from .tasks import SPAN_TASKS
 
 # --- features per split ----------------------------------------------------------------------
 
@@ -192,7 +193,7 @@ def machine_facts(precision: Optional[str] = "auto") -> dict:
     """What a run's numbers depend on besides its files: torch, its threads, and whether a linear
     probe's products on a large training set ran in bfloat16 (the experiment's ``precision``:
     ``bfloat16``, or ``auto`` on a CPU with AMX or AVX-512 BF16, from ``heads.BFLOAT16_FROM_ROWS`` rows;
-    None: its probes take no precision, the structural probe and the WSD centroids)."""
+    None: its probes take no precision: the span and structural probes, the WSD centroids)."""
     import torch
 
     from .heads import products_dtype
@@ -307,7 +308,9 @@ def run_experiment(
     report.add_time("intervals", time.perf_counter() - t)
     metrics["seconds"] = round(time.perf_counter() - start, 1)
     metrics["timing"] = {k: round(v, 1) for k, v in report.timing.items()}  # where the seconds went
-    metrics["machine"] = machine_facts(getattr(exp.probe_config(), "precision", None))
+    # span probes stay float32 whatever the precision (their steps measured no faster in bfloat16)
+    precision = None if exp.task in SPAN_TASKS else getattr(exp.probe_config(), "precision", None)
+    metrics["machine"] = machine_facts(precision)
     for line in intervals.run_verdicts(metrics):
         log(f"{exp.name}: {line}")
     root = probe_runs_dir()  # a run named after the experiment stays under it (check_name, check_inside)
