@@ -25,9 +25,15 @@ class ArrayRows:
         return self.X[lo:hi]
 
 
+def is_row_source(X) -> bool:
+    """Whether ``X`` is read a chunk at a time (``LayerRows`` on disk, or an ``ArrayRows``): ``read(lo, hi)``
+    and ``chunk_rows``."""
+    return hasattr(X, "read") and hasattr(X, "chunk_rows")
+
+
 def as_rows(X):
     """``X`` as a row source: ``len``, ``shape``, ``chunk_rows`` and ``read(lo, hi) -> float32``."""
-    return X if hasattr(X, "read") and hasattr(X, "chunk_rows") else ArrayRows(X)
+    return X if is_row_source(X) else ArrayRows(X)
 
 
 # Rows on disk up to this size are read into memory once per layer (and standardised into a copy of the
@@ -42,7 +48,7 @@ def in_memory(X):
     ``IN_MEMORY_BYTES``, so that every fit of a layer (the probe, its control, the MDL blocks)
     shares one read; larger ones stay on disk, read a chunk at a time. Anything else is returned
     as it is."""
-    if not (hasattr(X, "read") and hasattr(X, "chunk_rows")) or isinstance(X, ArrayRows):
+    if not is_row_source(X) or isinstance(X, ArrayRows):
         return X
     if 4 * int(np.prod(X.shape)) > IN_MEMORY_BYTES:
         return X

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .rows import standardise
+from .rows import is_row_source, standardise
 
 
 class StandardisedTokens:
@@ -32,7 +32,7 @@ class StandardisedTokens:
     2.4-3.1 s to touch in a new worker on this VM, and a step reads a few hundred rows."""
 
     def __init__(self, tokens, mean: torch.Tensor, std: torch.Tensor):
-        on_disk = hasattr(tokens, "take") and hasattr(tokens, "chunk_rows")  # LayerRows
+        on_disk = is_row_source(tokens)  # LayerRows: take() through its memory map
         self.tokens = tokens if on_disk else torch.as_tensor(np.asarray(tokens))
         self.mean, self.std = mean, std
 

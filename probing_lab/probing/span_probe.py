@@ -32,6 +32,7 @@ from torch import nn
 
 from .heads import ModuleHeads, minibatch_size, train_with_early_stopping
 from .probes import ProbeConfig, classifier
+from .rows import is_row_source
 from .span_batches import StandardisedTokens, gather_spans, length_batches, sentence_batches, token_batch
 from .span_heads import StackedSpanLinear
 
@@ -151,7 +152,7 @@ class TrainedSpanProbe:
 
 def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and deviation of the training tokens, per feature (and layer), in float64."""
-    on_disk = hasattr(X.tokens, "chunk_rows")  # LayerRows, read a chunk at a time; an array is sliced as it is
+    on_disk = is_row_source(X.tokens)  # LayerRows, read a chunk at a time; an array is sliced as it is
     tokens = X.tokens if on_disk else np.asarray(X.tokens)
     mean = np.zeros(tokens.shape[1:])
     square = np.zeros(tokens.shape[1:])
