@@ -207,11 +207,12 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("mix", [False, True])
 @pytest.mark.parametrize("one_token", [None, "summed", "folded"])
-def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_token):
+@pytest.mark.parametrize("n_heads", [2, 1])
+def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_token, n_heads):
     """The linear span probes' fast path (the gradient of the endpoints, the attention pool, the
     classifier and the mix, and AdamW, written out; a role of one-token spans with its three blocks
-    summed, or folded into their mean for the whole fit) gives the numbers of the modules trained
-    with autograd."""
+    summed, or folded into their mean for the whole fit; one head, or two of which one stops early)
+    gives the numbers of the modules trained with autograd."""
     from probing_lab.probing.span_batches import StandardisedTokens, gather_spans, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import SpanProbe
@@ -227,7 +228,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     source = StandardisedTokens(tokens.numpy(), torch.zeros(tokens.shape[1:]), torch.ones(tokens.shape[1:]))
     cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=mix)
     modules = []
-    for _ in range(2):
+    for _ in range(n_heads):
         torch.manual_seed(cfg.seed)
         modules.append(SpanProbe(dim, k, cfg, 2 if pairs else 1, n_layers))
     stacked = StackedSpanLinear(modules, cfg, [one_token == "folded", False][: 2 if pairs else 1])
@@ -235,8 +236,8 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     for step in range(6):
         spans = [torch.as_tensor(np.stack([s, s + n], 1)) for s, n in zip(starts[step].T, lengths[step].T)]
         gathered, batch = gather_spans(source, spans), token_batch(source, spans)
-        active = [0, 1] if step < 4 else [1]  # head 0 stops after four steps
-        stacked.step(batch, labels[step], active)
+        active = [0] if n_heads == 1 else [0, 1] if step < 4 else [1]  # of two heads, head 0 stops after four steps
+        stacked.step(batch, labels[step, :, :n_heads], active)
         for h in active:
             optimizers[h].zero_grad()
             torch.nn.functional.cross_entropy(modules[h](gathered), labels[step][:, h]).backward()
@@ -252,7 +253,7 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
             assert torch.allclose(value, theirs, atol=1e-6), name
         assert torch.allclose(stacked.logits(batch)[:, h], module(gathered), atol=1e-5)
     if mix:
-        assert not torch.equal(stacked.mix[1], torch.zeros(3))  # the mix did train
+        assert not torch.equal(stacked.mix[-1], torch.zeros(3))  # the mix did train
 
 
 def test_one_token_roles_train_folded_as_they_would_unfolded(monkeypatch):

@@ -115,18 +115,19 @@ class StackedSpanLinear:
         return torch.cat(blocks, 1), torch.cat([one_token_heads if one else role_heads for one in single])
 
     def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
-        """Logits ``(B, H * K)`` and what the gradient needs: every token's projection ``(n, [nl,]
-        columns)``, the columns' heads, per span role the attention ``(P, H)`` and the pool
-        projections ``(P, H, K)`` of every (span, token) pair (None for a role of one-token spans), and the
-        layer coefficients (None without a mix)."""
+        """Logits ``(B, H * K)`` and what the gradient needs: the columns' heads, per span role the
+        attention ``(P, H)`` and the pool projections ``(P, H, K)`` of every (span, token) pair (None
+        for a role of one-token spans), and the mix's state (None without a mix)."""
         H, K, HK, C = self.H, self.K, self.H * self.K, 3 * self.H * self.K + self.H
         single = [len(rows) == len(first) for first, _, rows, _ in batch.roles]
         if any(fold and not one for one, fold in zip(single, self.folded)):
             raise ValueError("a folded span role got spans longer than one token")
         W, heads = self._weights(single)
         coef = self._coefficients()
-        P = batch.tokens @ W  # (n, [nl,] columns): each token projected once for all its spans
-        mixed = P if coef is None else (P * coef.T[:, heads]).sum(1)
+        if coef is None:
+            mixed, mix = batch.tokens @ W, None  # (n, columns): each token projected once for all its spans
+        else:
+            mixed, mix = self._mixed_projection(batch.tokens, W, heads, coef)
         logits, pairs, at = self.b, [], 0
         for r, ((first, last, rows, span_of), one) in enumerate(zip(batch.roles, single)):
             Pr = mixed[:, at : at + (HK if one else C)]
@@ -145,7 +146,22 @@ class StackedSpanLinear:
             V = G[:, :HK].view(-1, H, K)
             logits = logits + torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
             pairs.append((alpha, V))
-        return logits, (P, heads, pairs, coef)
+        return logits, (heads, pairs, mix)
+
+    def _mixed_projection(self, tokens: torch.Tensor, W: torch.Tensor, heads: torch.Tensor, coef: torch.Tensor):
+        """With a mix: each head's tokens mixed first (``(H, n, dim)``, its layer coefficients), then
+        projected onto that head's columns alone: the products of one layer, not one per layer.
+        Returns the projections ``(n, columns)`` and what the gradient needs."""
+        n, n_layers, dim = tokens.shape
+        layers = tokens.transpose(0, 1).reshape(n_layers, -1)  # (nl, n * dim)
+        x = (coef @ layers).view(-1, n, dim)  # (H, n, dim)
+        if self.H == 1:
+            return (x[0] @ W), (layers, x, None, W[None])
+        order = torch.argsort(heads, stable=True)  # head by head: every head has as many columns
+        back = torch.argsort(order)
+        W_heads = W.index_select(1, order).view(dim, self.H, -1).transpose(0, 1)  # (H, dim, columns per head)
+        mixed = torch.bmm(x, W_heads).transpose(0, 1).reshape(n, -1).index_select(1, back)
+        return mixed, (layers, x, (order, back), W_heads)
 
     def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
@@ -154,7 +170,7 @@ class StackedSpanLinear:
 
     def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, (P, heads, pairs, coef) = self._forward(batch)
+        logits, (heads, pairs, mix) = self._forward(batch)
         H, K, HK = self.H, self.K, self.H * self.K
         B = len(yb)
         p = torch.softmax(logits.view(B, H, K), -1)
@@ -172,14 +188,14 @@ class StackedSpanLinear:
             dG = torch.cat([(alpha[..., None] * gv).view(-1, HK), alpha * (d_alpha - centre)], 1)  # softmax
             parts += [torch.zeros(n, HK).index_add_(0, last, g), torch.zeros(n, HK + H).index_add_(0, rows, dG)]
         d_mixed = torch.cat(parts, 1)  # (n, columns)
-        tokens = batch.tokens
-        if coef is None:
-            dW = tokens.T @ d_mixed
-        else:
-            per_column = coef.T[:, heads]  # (nl, columns)
-            dW = tokens.reshape(-1, tokens.shape[-1]).T @ (d_mixed[:, None] * per_column).reshape(-1, len(heads))
-            d_column = (d_mixed[:, None] * P).sum(0)  # (nl, columns): d loss / d each column's coefficient
-            per_head = torch.zeros(len(d_column), H).index_add_(1, heads, d_column).T  # (H, nl)
+        if mix is None:
+            dW = batch.tokens.T @ d_mixed
+        else:  # per head h: dW = x_h^T d_h; d loss / d its layer coefficients = <layer, d_h W_h^T>
+            layers, x, orders, W_heads = mix
+            d_heads = (d_mixed if orders is None else d_mixed.index_select(1, orders[0])).view(n, H, -1).transpose(0, 1)
+            dW = torch.bmm(x.transpose(1, 2), d_heads).transpose(0, 1).reshape(x.shape[-1], -1)
+            dW = dW if orders is None else dW.index_select(1, orders[1])
+            per_head = torch.bmm(d_heads, W_heads.transpose(1, 2)).reshape(H, -1) @ layers.T  # (H, nl)
         if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
             blocks, at = [], 0
             for kept, fold in zip(pairs, self.folded):
@@ -188,14 +204,14 @@ class StackedSpanLinear:
                 blocks += [d] if kept is not None or fold else [d, d, d, torch.zeros(len(d), H)]
             dW = torch.cat(blocks, 1)
         grads = [dW, g.sum(0)]
-        if coef is not None:
+        if mix is not None:
             weights = torch.softmax(self.mix, -1)
             dweights = per_head * self.gamma[:, None]
             grads += [weights * (dweights - (dweights * weights).sum(-1, keepdim=True)), (per_head * weights).sum(-1)]
         if self._rates is None or self._rates[0] != active:  # kept until a head stops or decays
             lr = torch.zeros(H)
             lr[active] = self.lr[active]
-            rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([lr[:, None], lr] if coef is not None else [])
+            rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([lr[:, None], lr] if mix is not None else [])
             self._rates = (list(active), rates, 1 - lr * self.weight_decay)
         self.steps += 1
         adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.weight_decay)
