@@ -60,8 +60,7 @@ class ParameterAverage:
             return
         self.steps += 1
         weight = 1 - min(self.decay, (1 + self.steps) / (10 + self.steps))
-        for avg, p in zip(self.average, self.params):
-            avg.lerp_(p, weight)
+        torch._foreach_lerp_(self.average, self.params, weight)
 
     def use(self, averaged: bool) -> None:
         """Swap the average into the parameters (``True``) or the live values back (``False``)."""

@@ -24,8 +24,9 @@ class StackedSpanLinear:
     span role: one product), then each span takes its first and last token's projections and the
     attention-weighted sum of its tokens' pool projections (every (span, token) pair unpadded, a
     softmax within each span). Projecting before pooling is what sharing tokens pays for: a sentence's
-    ~25 tokens serve its ~25 constituents. With a mix, each layer is projected and each head's columns
-    mix the results (all of it is linear in the mix).
+    ~25 tokens serve its ~25 constituents. With a mix, each head mixes the layers of the tokens with
+    its own coefficients and projects the result onto its own columns (all of it is linear in the
+    mix): the products of one layer, where projecting every layer took one per layer.
 
     ``W_all``: ``(dim, columns)``, per span role ``r`` the view ``W[r]`` ``(dim, C = 3 * H * K + H)``,
     columns ``[first | last | pool]`` (each ``H * K``, head by head) then the ``H`` attention vectors;
@@ -176,18 +177,23 @@ class StackedSpanLinear:
         p = torch.softmax(logits.view(B, H, K), -1)
         p.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
         g = p.view(B, HK) / B  # d(mean cross-entropy) / d(logits), per head
-        n, parts = len(batch.tokens), []  # d loss / d each token's projection, column block by block
+        n = len(batch.tokens)
+        d_mixed = torch.zeros(n, len(heads))  # d loss / d each token's projection, filled column block by block
+        at = 0
         for (first, last, rows, span_of), kept in zip(batch.roles, pairs):
-            parts.append(torch.zeros(n, HK).index_add_(0, first, g))
+            d_mixed[:, at : at + HK].index_add_(0, first, g)
             if kept is None:
+                at += HK
                 continue
             alpha, V = kept
             gv = g.index_select(0, span_of).view(-1, H, K)
             d_alpha = (V * gv).sum(-1)  # (P, H)
             centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
-            dG = torch.cat([(alpha[..., None] * gv).view(-1, HK), alpha * (d_alpha - centre)], 1)  # softmax
-            parts += [torch.zeros(n, HK).index_add_(0, last, g), torch.zeros(n, HK + H).index_add_(0, rows, dG)]
-        d_mixed = torch.cat(parts, 1)  # (n, columns)
+            d_mixed[:, at + HK : at + 2 * HK].index_add_(0, last, g)
+            d_pool = d_mixed[:, at + 2 * HK : at + 3 * HK + H]
+            d_pool[:, :HK].index_add_(0, rows, (alpha[..., None] * gv).view(-1, HK))
+            d_pool[:, HK:].index_add_(0, rows, alpha * (d_alpha - centre))  # through the softmax
+            at += 3 * HK + H
         if mix is None:
             dW = batch.tokens.T @ d_mixed
         else:  # per head h: dW = x_h^T d_h; d loss / d its layer coefficients = <layer, d_h W_h^T>
