@@ -49,3 +49,26 @@ def test_heads_step_the_same_with_the_plain_gradient_product(mix, k, monkeypatch
     for h in (0, 1):
         for a, b in zip(fast.snapshot(h), plain.snapshot(h)):
             assert _same(a, b)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adamw_with_one_shared_rate_steps_as_torch_adamw(weight_decay):
+    """The fused kernel (every tensor at one learning rate) and the written-out arithmetic (a rate per
+    tensor) take torch.optim.AdamW's steps."""
+    g = torch.Generator().manual_seed(0)
+    start = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
+    grads = [[torch.randn(p.shape, generator=g) for p in start] for _ in range(5)]
+    reference = [p.clone().requires_grad_() for p in start]
+    optimizer = torch.optim.AdamW(reference, lr=0.01, weight_decay=weight_decay)
+    mine = {shared: [p.clone() for p in start] for shared in (None, 0.01)}
+    moments = {shared: [(torch.zeros_like(p), torch.zeros_like(p)) for p in start] for shared in mine}
+    for step, grad in enumerate(grads, 1):
+        for p, d in zip(reference, grad):
+            p.grad = d
+        optimizer.step()
+        for shared, params in mine.items():
+            rates = [torch.tensor(0.01)] * len(params)
+            heads.adamw_update(params, grad, moments[shared], rates, step, weight_decay, shared)
+    for params in mine.values():
+        for p, q in zip(params, reference):
+            assert torch.allclose(p, q.detach(), atol=1e-7, rtol=1e-6)

@@ -218,9 +218,10 @@ class StackedSpanLinear:
             lr = torch.zeros(H)
             lr[active] = self.lr[active]
             rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([lr[:, None], lr] if mix is not None else [])
-            self._rates = (list(active), rates, 1 - lr * self.weight_decay)
+            shared = float(lr[0]) if len(active) == H and bool((lr == lr[0]).all()) else None
+            self._rates = (list(active), rates, 1 - lr * self.weight_decay, shared)
         self.steps += 1
-        adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.weight_decay)
+        adamw_update(self.params, grads, self.moments, self._rates[1], self.steps, self.weight_decay, self._rates[3])
         for c in self.c + [self.decayed]:
             c.mul_(self._rates[2])
         self.averaged.update()
