@@ -208,14 +208,20 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
 @pytest.mark.parametrize("mix", [False, True])
 @pytest.mark.parametrize("one_token", [None, "summed", "folded"])
 @pytest.mark.parametrize("n_heads", [2, 1])
-def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_token, n_heads):
+@pytest.mark.parametrize("pool", ["tokens", "pairs"])
+def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_token, n_heads, pool, monkeypatch):
     """The linear span probes' fast path (the gradient of the endpoints, the attention pool, the
     classifier and the mix, and AdamW, written out; a role of one-token spans with its three blocks
-    summed, or folded into their mean for the whole fit; one head, or two of which one stops early)
-    gives the numbers of the modules trained with autograd."""
+    summed, or folded into their mean for the whole fit; one head, or two of which one stops early;
+    the pool as sums over tokens, or over (span, token) pairs where those would underflow) gives the
+    numbers of the modules trained with autograd."""
+    from probing_lab.probing import span_heads
     from probing_lab.probing.span_batches import StandardisedTokens, gather_spans, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
     from probing_lab.probing.span_probe import SpanProbe
+
+    if pool == "pairs":
+        monkeypatch.setattr(span_heads, "TINY_POOL_WEIGHT", float("inf"))  # every span: from its pairs
 
     rng = np.random.default_rng(0)
     n_layers, dim, k = (3 if mix else 1), 8, 4
@@ -254,6 +260,32 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
         assert torch.allclose(stacked.logits(batch)[:, h], module(gathered), atol=1e-5)
     if mix:
         assert not torch.equal(stacked.mix[-1], torch.zeros(3))  # the mix did train
+
+
+def test_a_span_far_below_its_sentences_attention_maximum_pools_as_the_module_does():
+    """Pool weights shifted by their run's maximum underflow for a span whose tokens all score ~100
+    below it: such a span is pooled from its pairs (each span shifted by its own maximum), finite and
+    as the module computes it; the others from the sums over tokens."""
+    from probing_lab.probing.span_batches import StandardisedTokens, gather_spans, token_batch
+    from probing_lab.probing.span_heads import StackedSpanLinear
+    from probing_lab.probing.span_probe import SpanProbe
+
+    rng = np.random.default_rng(0)
+    tokens = rng.normal(size=(40, 8)).astype(np.float32)
+    tokens[:20, 0] = 0.0
+    tokens[5:10, 0] = -30.0  # with the attention weight below: scores 120 under the sentence's others
+    source = StandardisedTokens(tokens, torch.zeros(8), torch.ones(8))
+    cfg = ProbeConfig()
+    torch.manual_seed(0)
+    module = SpanProbe(8, 3, cfg)
+    with torch.no_grad():
+        module.attention[0].weight.zero_()
+        module.attention[0].weight[0, 0] = 4.0
+    spans = [torch.tensor([[0, 20], [5, 10], [6, 8], [20, 30], [25, 40]])]
+    stacked = StackedSpanLinear([module], cfg)
+    mine = stacked.logits(token_batch(source, spans))[:, 0]
+    assert torch.isfinite(mine).all()
+    assert torch.allclose(mine, module(gather_spans(source, spans)), atol=1e-5)
 
 
 def test_one_token_roles_train_folded_as_they_would_unfolded(monkeypatch):

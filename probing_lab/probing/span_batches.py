@@ -16,7 +16,7 @@ Two shapes of minibatch:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -44,15 +44,30 @@ class StandardisedTokens:
         return standardise(x, self.mean, self.std, in_place=True)
 
 
+class SpanRole(NamedTuple):
+    """One span role of a :class:`TokenBatch`, as indices into its tokens: each span's first and last
+    token ``(B,)``; every (span, token) pair, unpadded, span by span: its token ``rows`` and its span
+    ``span_of`` ``(P,)``; ``pointers`` ``(B + 1,)``: where each span's pairs begin (with ``rows``, the
+    span x token membership as a CSR matrix); ``by_token``: the same membership transposed, CSR
+    pointers ``(n + 1,)`` and spans ``(P,)`` of the pairs in token order."""
+
+    first: torch.Tensor
+    last: torch.Tensor
+    rows: torch.Tensor
+    span_of: torch.Tensor
+    pointers: torch.Tensor
+    by_token: tuple
+
+
 @dataclass
 class TokenBatch:
-    """A minibatch's tokens, each once: ``tokens`` ``(n, [n_layers,] dim)``; per span role ``(first,
-    last, rows, span_of)``: each span's first and last token ``(B,)``, then every (span, token) pair
-    of the minibatch, unpadded: the token ``(P,)`` and its span ``(P,)`` (``P`` = the spans' summed
-    lengths), all as indices into ``tokens``."""
+    """A minibatch's tokens, each once: ``tokens`` ``(n, [n_layers,] dim)``; per span role a
+    :class:`SpanRole` (``P`` = the spans' summed lengths); ``runs``: each token's block of consecutive
+    rows ``(n,)`` (a span lies within one: it covers consecutive rows, all of them taken)."""
 
     tokens: torch.Tensor
     roles: list
+    runs: Optional[torch.Tensor] = None
 
 
 def token_batch(source: StandardisedTokens, spans: list[torch.Tensor]) -> TokenBatch:
@@ -69,9 +84,15 @@ def token_batch(source: StandardisedTokens, spans: list[torch.Tensor]) -> TokenB
     rows = every[np.concatenate(([True], every[1:] != every[:-1]))]  # each once, in order
     roles = []
     for span_of, rows_global, starts, lengths in pairs:
-        idx = torch.from_numpy(np.searchsorted(rows, rows_global))
-        roles.append((idx[starts], idx[starts + lengths - 1], idx, torch.from_numpy(span_of)))
-    return TokenBatch(source.take(torch.from_numpy(rows)), roles)
+        local = np.searchsorted(rows, rows_global)
+        order = np.argsort(local, kind="stable")
+        by_token = np.concatenate(([0], np.cumsum(np.bincount(local, minlength=len(rows)))))
+        idx = torch.from_numpy(local)
+        pointers = torch.from_numpy(np.append(starts, len(local)))
+        role = (idx[starts], idx[starts + lengths - 1], idx, torch.from_numpy(span_of), pointers)
+        roles.append(SpanRole(*role, (torch.from_numpy(by_token), torch.from_numpy(span_of[order]))))
+    runs = torch.from_numpy(np.concatenate(([0], np.cumsum(rows[1:] != rows[:-1] + 1))))
+    return TokenBatch(source.take(torch.from_numpy(rows)), roles, runs)
 
 
 def sentence_batches(

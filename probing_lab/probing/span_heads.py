@@ -4,6 +4,7 @@ and its control task) trained side by side with the gradient and AdamW written o
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -11,7 +12,21 @@ from torch import nn
 
 from .heads import ParameterAverage, adamw_update, average_decay
 from .probes import ProbeConfig
-from .span_batches import TokenBatch
+from .span_batches import SpanRole, TokenBatch
+
+# A span whose pool weights sum below this (its tokens all score ~46 or more below their run's maximum) is
+# pooled from its (span, token) pairs instead, each span shifted by its own maximum: float32's exp underflows
+TINY_POOL_WEIGHT = 1e-20
+
+
+# torch says so once per process, at the first CSR tensor; the one use here is a product (matmul), long supported
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+
+
+def _membership(pointers: torch.Tensor, columns: torch.Tensor, shape: tuple) -> torch.Tensor:
+    """A 0/1 matrix in CSR form (the span x token membership of a minibatch, or its transpose; built by
+    ``span_batches.token_batch``, so valid): a product with it took ~20 us where the dense matrix's took ~90."""
+    return torch.sparse_csr_tensor(pointers, columns, torch.ones(len(columns)), shape, check_invariants=False)
 
 
 class StackedSpanLinear:
@@ -22,8 +37,8 @@ class StackedSpanLinear:
     A step reads a :class:`~.span_batches.TokenBatch` (whole sentences' spans, each token once):
     every token is projected once onto all columns (first, last, pool and attention, every head and
     span role: one product), then each span takes its first and last token's projections and the
-    attention-weighted sum of its tokens' pool projections (every (span, token) pair unpadded, a
-    softmax within each span). Projecting before pooling is what sharing tokens pays for: a sentence's
+    attention-weighted sum of its tokens' pool projections (a softmax within each span, as sums over
+    the span's tokens: :meth:`_pool`). Projecting before pooling is what sharing tokens pays for: a sentence's
     ~25 tokens serve its ~25 constituents. With a mix, each head mixes the layers of the tokens with
     its own coefficients and projects the result onto its own columns (all of it is linear in the
     mix): the products of one layer, where projecting every layer took one per layer.
@@ -116,11 +131,11 @@ class StackedSpanLinear:
         return torch.cat(blocks, 1), torch.cat([one_token_heads if one else role_heads for one in single])
 
     def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
-        """Logits ``(B, H * K)`` and what the gradient needs: the columns' heads, per span role the
-        attention ``(P, H)`` and the pool projections ``(P, H, K)`` of every (span, token) pair (None
-        for a role of one-token spans), and the mix's state (None without a mix)."""
-        H, K, HK, C = self.H, self.K, self.H * self.K, 3 * self.H * self.K + self.H
-        single = [len(rows) == len(first) for first, _, rows, _ in batch.roles]
+        """Logits ``(B, H * K)`` and what the gradient needs: the columns' heads, per span role what
+        its pool's gradient needs (:meth:`_pool`; None for a role of one-token spans), and the mix's
+        state (None without a mix)."""
+        HK, C = self.H * self.K, 3 * self.H * self.K + self.H
+        single = [len(role.rows) == len(role.first) for role in batch.roles]
         if any(fold and not one for one, fold in zip(single, self.folded)):
             raise ValueError("a folded span role got spans longer than one token")
         W, heads = self._weights(single)
@@ -130,24 +145,48 @@ class StackedSpanLinear:
         else:
             mixed, mix = self._mixed_projection(batch.tokens, W, heads, coef)
         logits, pairs, at = self.b, [], 0
-        for r, ((first, last, rows, span_of), one) in enumerate(zip(batch.roles, single)):
+        for r, (role, one) in enumerate(zip(batch.roles, single)):
             Pr = mixed[:, at : at + (HK if one else C)]
             at += Pr.shape[1]
             if one:
-                logits = logits + Pr[first]
+                logits = logits + Pr[role.first]
                 pairs.append(None)
                 continue
-            B = len(first)
-            logits = logits + Pr[first, :HK] + Pr[last, HK : 2 * HK]
-            G = Pr[:, 2 * HK :].index_select(0, rows)  # (P, HK + H): pool projections, scores
-            scores = G[:, HK:] + self.c[r]
-            top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
-            e = (scores - top[span_of]).exp_()
-            alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
-            V = G[:, :HK].view(-1, H, K)
-            logits = logits + torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
-            pairs.append((alpha, V))
+            logits = logits + Pr[role.first, :HK] + Pr[role.last, HK : 2 * HK]
+            pooled, kept = self._pool(Pr[:, 2 * HK :], self.c[r], role, batch.runs)
+            logits = logits + pooled
+            pairs.append(kept)
         return logits, (heads, pairs, mix)
+
+    def _pool(self, Pr: torch.Tensor, c: torch.Tensor, role: SpanRole, runs) -> tuple[torch.Tensor, tuple]:
+        """Each span's attention pool of its tokens' pool projections, ``(B, H * K)``, from ``Pr``
+        ``(n, H * K + H)`` (pool projections, then attention scores without the bias ``c``). As sums
+        over the spans' tokens: ``A @ [u V | u]`` with ``A`` ``(B, n)`` each span's tokens (ones) and
+        ``u = exp(score - the maximum of its run of rows)``, a token's weight before its span's
+        normalisation (the same for every span that holds it; a softmax does not change with the
+        shift): two products where every (span, token) pair was gathered, weighted and summed. Where a
+        span's tokens all score far below their run's maximum (``u`` would underflow), the pairs' own
+        softmax (each span shifted by its maximum) is taken instead."""
+        H, K, HK = self.H, self.K, self.H * self.K
+        B, n, span_of = len(role.first), len(Pr), role.span_of
+        scores = Pr[:, HK:] + c  # (n, H)
+        if runs is not None:
+            top = torch.full((int(runs[-1]) + 1, H), float("-inf"))
+            top.scatter_reduce_(0, runs[:, None].expand(-1, H), scores, "amax")
+            u = (scores - top[runs]).exp_()
+            A = _membership(role.pointers, role.rows, (B, n))
+            NZ = A @ torch.cat([(u[..., None] * Pr[:, :HK].view(n, H, K)).view(n, HK), u], 1)  # (B, HK + H)
+            Z = NZ[:, HK:]
+            if bool((Z > TINY_POOL_WEIGHT).all()):
+                pooled = NZ[:, :HK].view(B, H, K) / Z[..., None]
+                return pooled.view(B, HK), ("tokens", u, Pr[:, :HK].view(n, H, K), Z, pooled)
+        G = Pr.index_select(0, role.rows)  # (P, HK + H): pool projections, scores
+        scores = G[:, HK:] + c
+        top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
+        e = (scores - top[span_of]).exp_()
+        alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
+        V = G[:, :HK].view(-1, H, K)
+        return torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK)), ("pairs", alpha, V)
 
     def _mixed_projection(self, tokens: torch.Tensor, W: torch.Tensor, heads: torch.Tensor, coef: torch.Tensor):
         """With a mix: each head's tokens mixed first (``(H, n, dim)``, its layer coefficients), then
@@ -180,19 +219,31 @@ class StackedSpanLinear:
         n = len(batch.tokens)
         d_mixed = torch.zeros(n, len(heads))  # d loss / d each token's projection, filled column block by block
         at = 0
-        for (first, last, rows, span_of), kept in zip(batch.roles, pairs):
-            d_mixed[:, at : at + HK].index_add_(0, first, g)
+        for role, kept in zip(batch.roles, pairs):
+            d_mixed[:, at : at + HK].index_add_(0, role.first, g)
             if kept is None:
                 at += HK
                 continue
-            alpha, V = kept
-            gv = g.index_select(0, span_of).view(-1, H, K)
-            d_alpha = (V * gv).sum(-1)  # (P, H)
-            centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
-            d_mixed[:, at + HK : at + 2 * HK].index_add_(0, last, g)
+            d_mixed[:, at + HK : at + 2 * HK].index_add_(0, role.last, g)
             d_pool = d_mixed[:, at + 2 * HK : at + 3 * HK + H]
-            d_pool[:, :HK].index_add_(0, rows, (alpha[..., None] * gv).view(-1, HK))
-            d_pool[:, HK:].index_add_(0, rows, alpha * (d_alpha - centre))  # through the softmax
+            if kept[0] == "tokens":  # pooled = N / Z, N = A (u V), Z = A u
+                _, u, V, Z, pooled = kept
+                gk = g.view(B, H, K)
+                dN = gk / Z[..., None]
+                dZ = -(gk * pooled).sum(-1) / Z
+                pointers, spans = role.by_token
+                A_T = _membership(pointers, spans, (n, B))
+                dT = A_T @ torch.cat([dN.view(B, HK), dZ], 1)  # (n, HK + H): d loss / d (u V), d loss / d u
+                d_uV = dT[:, :HK].view(-1, H, K)
+                d_pool[:, :HK] = (u[..., None] * d_uV).view(-1, HK)
+                d_pool[:, HK:] = u * (dT[:, HK:] + (V * d_uV).sum(-1))  # d u / d score = u
+            else:
+                _, alpha, V = kept
+                gv = g.index_select(0, role.span_of).view(-1, H, K)
+                d_alpha = (V * gv).sum(-1)  # (P, H)
+                centre = torch.zeros(B, H).index_add_(0, role.span_of, alpha * d_alpha)[role.span_of]
+                d_pool[:, :HK].index_add_(0, role.rows, (alpha[..., None] * gv).view(-1, HK))
+                d_pool[:, HK:].index_add_(0, role.rows, alpha * (d_alpha - centre))  # through the softmax
             at += 3 * HK + H
         if mix is None:
             dW = batch.tokens.T @ d_mixed
