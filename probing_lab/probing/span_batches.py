@@ -67,7 +67,7 @@ class TokenBatch:
 
     tokens: torch.Tensor
     roles: list
-    runs: Optional[torch.Tensor] = None
+    runs: torch.Tensor
 
 
 def token_batch(source: StandardisedTokens, spans: list[torch.Tensor]) -> TokenBatch:

@@ -158,7 +158,7 @@ class StackedSpanLinear:
             pairs.append(kept)
         return logits, (heads, pairs, mix)
 
-    def _pool(self, Pr: torch.Tensor, c: torch.Tensor, role: SpanRole, runs) -> tuple[torch.Tensor, tuple]:
+    def _pool(self, Pr: torch.Tensor, c: torch.Tensor, role: SpanRole, runs: torch.Tensor) -> tuple:
         """Each span's attention pool of its tokens' pool projections, ``(B, H * K)``, from ``Pr``
         ``(n, H * K + H)`` (pool projections, then attention scores without the bias ``c``). As sums
         over the spans' tokens: ``A @ [u V | u]`` with ``A`` ``(B, n)`` each span's tokens (ones) and
@@ -170,16 +170,15 @@ class StackedSpanLinear:
         H, K, HK = self.H, self.K, self.H * self.K
         B, n, span_of = len(role.first), len(Pr), role.span_of
         scores = Pr[:, HK:] + c  # (n, H)
-        if runs is not None:
-            top = torch.full((int(runs[-1]) + 1, H), float("-inf"))
-            top.scatter_reduce_(0, runs[:, None].expand(-1, H), scores, "amax")
-            u = (scores - top[runs]).exp_()
-            A = _membership(role.pointers, role.rows, (B, n))
-            NZ = A @ torch.cat([(u[..., None] * Pr[:, :HK].view(n, H, K)).view(n, HK), u], 1)  # (B, HK + H)
-            Z = NZ[:, HK:]
-            if bool((Z > TINY_POOL_WEIGHT).all()):
-                pooled = NZ[:, :HK].view(B, H, K) / Z[..., None]
-                return pooled.view(B, HK), ("tokens", u, Pr[:, :HK].view(n, H, K), Z, pooled)
+        top = torch.full((int(runs[-1]) + 1, H), float("-inf"))
+        top.scatter_reduce_(0, runs[:, None].expand(-1, H), scores, "amax")
+        u = (scores - top[runs]).exp_()
+        A = _membership(role.pointers, role.rows, (B, n))
+        NZ = A @ torch.cat([(u[..., None] * Pr[:, :HK].view(n, H, K)).view(n, HK), u], 1)  # (B, HK + H)
+        Z = NZ[:, HK:]
+        if bool((Z > TINY_POOL_WEIGHT).all()):
+            pooled = NZ[:, :HK].view(B, H, K) / Z[..., None]
+            return pooled.view(B, HK), ("tokens", u, Pr[:, :HK].view(n, H, K), Z, pooled)
         G = Pr.index_select(0, role.rows)  # (P, HK + H): pool projections, scores
         scores = G[:, HK:] + c
         top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
