@@ -144,19 +144,19 @@ class StackedSpanLinear:
             mixed, mix = batch.tokens @ W, None  # (n, columns): each token projected once for all its spans
         else:
             mixed, mix = self._mixed_projection(batch.tokens, W, heads, coef)
-        logits, pairs, at = self.b, [], 0
+        logits, pools, at = self.b, [], 0
         for r, (role, one) in enumerate(zip(batch.roles, single)):
             Pr = mixed[:, at : at + (HK if one else C)]
             at += Pr.shape[1]
             if one:
                 logits = logits + Pr[role.first]
-                pairs.append(None)
+                pools.append(None)
                 continue
             logits = logits + Pr[role.first, :HK] + Pr[role.last, HK : 2 * HK]
             pooled, kept = self._pool(Pr[:, 2 * HK :], self.c[r], role, batch.runs)
             logits = logits + pooled
-            pairs.append(kept)
-        return logits, (heads, pairs, mix)
+            pools.append(kept)
+        return logits, (heads, pools, mix)
 
     def _pool(self, Pr: torch.Tensor, c: torch.Tensor, role: SpanRole, runs: torch.Tensor) -> tuple:
         """Each span's attention pool of its tokens' pool projections, ``(B, H * K)``, from ``Pr``
@@ -209,7 +209,7 @@ class StackedSpanLinear:
 
     def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, (heads, pairs, mix) = self._forward(batch)
+        logits, (heads, pools, mix) = self._forward(batch)
         H, K, HK = self.H, self.K, self.H * self.K
         B = len(yb)
         p = torch.softmax(logits.view(B, H, K), -1)
@@ -218,7 +218,7 @@ class StackedSpanLinear:
         n = len(batch.tokens)
         d_mixed = torch.zeros(n, len(heads))  # d loss / d each token's projection, filled column block by block
         at = 0
-        for role, kept in zip(batch.roles, pairs):
+        for role, kept in zip(batch.roles, pools):
             d_mixed[:, at : at + HK].index_add_(0, role.first, g)
             if kept is None:
                 at += HK
@@ -254,7 +254,7 @@ class StackedSpanLinear:
             per_head = torch.bmm(d_heads, W_heads.transpose(1, 2)).reshape(H, -1) @ layers.T  # (H, nl)
         if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
             blocks, at = [], 0
-            for kept, fold in zip(pairs, self.folded):
+            for kept, fold in zip(pools, self.folded):
                 d = dW[:, at : at + (HK if kept is None else 3 * HK + H)]
                 at += d.shape[1]
                 blocks += [d] if kept is not None or fold else [d, d, d, torch.zeros(len(d), H)]
