@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -204,6 +205,56 @@ def test_span_probes_trained_together_are_the_probes_trained_alone(mix, kind):
         assert np.allclose(a.predict_proba(Xd), b.predict_proba(Xd), atol=0 if kind == "rank" else 1e-5)
 
 
+@pytest.mark.parametrize("keys", [["0", "1", "2", "mix"], ["2", "0"], ["mix"]])
+def test_span_probes_of_several_layers_trained_together_are_the_probes_trained_alone(keys):
+    """fit_span_layers trains each layer entry's probes (task and control) side by side on the tokens of
+    every layer: each is the probe fit_span_probes trains on that layer (or the mix) alone, to rounding."""
+    from probing_lab.probing.span_probe import fit_span_layers
+
+    X, y = _planted(300, 0, pairs=True)
+    Xd, yd = _planted(100, 1, pairs=True)
+    rng = np.random.default_rng(7)
+    scale = [1.0, 0.5, 0.0]  # the planted direction: strong in layer 0, weaker in 1, none in 2
+
+    def layers(S):
+        stack = [S.tokens * s + rng.normal(size=S.tokens.shape).astype(np.float32) * (1 - s) for s in scale]
+        return SpanInputs(np.stack(stack, 1), S.span1, S.span2)
+
+    X3, Xd3 = layers(X), layers(Xd)
+    control = np.random.default_rng(5).integers(0, 2, len(y))
+    control_dev = np.random.default_rng(6).integers(0, 2, len(yd))
+    config = ProbeConfig(lr=0.01, epochs=6, patience=1)
+    together = fit_span_layers(X3, [y, control], Xd3, [yd, control_dev], 2, config, keys)
+    assert list(together) == keys
+    for key in keys:
+        if key == "mix":
+            cfg, Xk, Xdk = replace(config, mix=True), X3, Xd3
+        else:
+            cfg = config
+            Xk, Xdk = (SpanInputs(S.tokens[:, int(key)], S.span1, S.span2) for S in (X3, Xd3))
+        alone = fit_span_probes(Xk, [y, control], Xdk, [yd, control_dev], 2, cfg)
+        for a, b in zip(together[key], alone):
+            assert (a.epochs_run, a.history) == (b.epochs_run, b.history), key
+            for (name, p), q in zip(a.module.state_dict().items(), b.module.state_dict().values()):
+                assert torch.allclose(p, q, atol=1e-5), (key, name)
+            assert np.allclose(a.predict_proba(Xdk), b.predict_proba(Xdk), atol=1e-5)
+    if "0" in keys:
+        assert together["0"][0].dev_accuracy > together["2"][0].dev_accuracy + 0.15  # each read its own layer
+
+
+def test_span_probes_across_layers_refuse_what_they_cannot_train():
+    from probing_lab.probing.span_probe import fit_span_layers
+
+    X, y = _planted(40, 0)
+    X3 = SpanInputs(np.stack([X.tokens, X.tokens], 1), X.span1)
+    with pytest.raises(ValueError, match="not layers of these tokens"):
+        fit_span_layers(X3, [y], X3, [y], 2, ProbeConfig(), ["0", "3"])
+    with pytest.raises(ValueError, match="tokens of every layer"):
+        fit_span_layers(X, [y], X, [y], 2, ProbeConfig(), ["0"])
+    with pytest.raises(ValueError, match="only linear"):
+        fit_span_layers(X3, [y], X3, [y], 2, ProbeConfig(kind="mlp"), ["0"])
+
+
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("mix", [False, True])
 @pytest.mark.parametrize("one_token", [None, "summed", "folded"])
@@ -260,6 +311,37 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
         assert torch.allclose(stacked.logits(batch)[:, h], module(gathered), atol=1e-5)
     if mix:
         assert not torch.equal(stacked.mix[-1], torch.zeros(3))  # the mix did train
+
+
+def test_a_token_batch_holds_each_covered_row_once_in_order_and_its_spans_as_rows_of_it():
+    """token_batch finds the covered rows from the spans' intervals alone: checked against the rows of
+    every (span, token) pair, sorted and made unique, on random overlapping, nested, touching and
+    separate spans of one or two roles."""
+    from probing_lab.probing.span_batches import token_batch
+
+    class Rows:  # take() returns the rows asked for
+        def take(self, rows):
+            return rows
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n_roles, B = int(rng.integers(1, 3)), int(rng.integers(1, 40))
+        spans = []
+        for _ in range(n_roles):
+            start = rng.integers(0, 120, B)
+            spans.append(torch.as_tensor(np.stack([start, start + rng.integers(1, 15, B)], 1)))
+        batch = token_batch(Rows(), spans)
+        covered = np.unique(np.concatenate([np.arange(s, e) for span in spans for s, e in span.numpy()]))
+        assert batch.tokens.tolist() == covered.tolist()
+        runs = np.concatenate(([0], np.cumsum(covered[1:] != covered[:-1] + 1)))  # consecutive rows: one run
+        assert batch.runs.tolist() == runs.tolist()
+        for span, role in zip(spans, batch.roles):
+            assert covered[role.first.numpy()].tolist() == span[:, 0].tolist()
+            assert covered[role.last.numpy()].tolist() == (span[:, 1] - 1).tolist()
+            rows, span_of = role.pairs()
+            expected = [(r, i) for i, (s, e) in enumerate(span.numpy()) for r in range(s, e)]
+            assert list(zip(covered[rows.numpy()].tolist(), span_of.tolist())) == expected
+            assert role.one_token == bool((span[:, 1] - span[:, 0] == 1).all())
 
 
 def test_a_span_far_below_its_sentences_attention_maximum_pools_as_the_module_does():

@@ -31,7 +31,9 @@ _FITS: list = []  # the jobs' fit_layer functions, inherited by the forked worke
 @dataclass(frozen=True)
 class LayerJobs:
     """What a runner asks of the pool: ``fit_layer(key)`` for each of ``keys``; ``say(key, entry)`` is the log
-    line of a finished entry, after ``label`` (e.g. "random init", where two models' entries interleave)."""
+    line of a finished entry, after ``label`` (e.g. "random init", where two models' entries interleave).
+    A tuple of keys is one task, entries fitted together (e.g. ``span_probe.fit_span_layers``): its
+    ``fit_layer(keys)`` returns ``{key: entry}``."""
 
     keys: list
     fit_layer: Callable[[str], dict]
@@ -64,23 +66,32 @@ def probe_jobs(jobs: list[LayerJobs], report) -> list[dict]:
     tasks = [(j, key) for j, job in enumerate(jobs) for key in job.keys]
     workers = min(report.workers, len(tasks))
     results: list[dict] = [{} for _ in jobs]
+
+    def done(j: int, key, entry) -> None:
+        for k, e in entry.items() if isinstance(key, tuple) else [(key, entry)]:
+            results[j][k] = e
+            report.layer_done(jobs[j].said(k, e))
+
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for j, key in tasks:  # on the caller's threads: one for the command line's --threads 1
-            results[j][key] = jobs[j].fit_layer(key)
-            report.layer_done(jobs[j].said(key, results[j][key]))
-        return results
-    _FITS = [job.fit_layer for job in jobs]
-    # the mixes first: they read every layer and take the longest, and started last they run alone at the end
-    order = sorted(tasks, key=lambda task: task[1] != "mix")
-    try:
-        context = multiprocessing.get_context("fork")
-        with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,), maxtasksperchild=1) as pool:
-            for (j, key), entry in pool.imap_unordered(_fit_in_worker, order):
-                results[j][key] = entry
-                report.layer_done(jobs[j].said(key, entry))
-    finally:
-        _FITS = []
-    return [{key: result[key] for key in job.keys} for job, result in zip(jobs, results)]
+            done(j, key, jobs[j].fit_layer(key))
+    else:
+        _FITS = [job.fit_layer for job in jobs]
+        # the mixes first: they read every layer and take the longest, and started last they run alone at the end
+        order = sorted(tasks, key=lambda task: "mix" not in _keys(task[1]))
+        try:
+            context = multiprocessing.get_context("fork")
+            with context.Pool(workers, initializer=torch.set_num_threads, initargs=(1,), maxtasksperchild=1) as pool:
+                for (j, key), entry in pool.imap_unordered(_fit_in_worker, order):
+                    done(j, key, entry)
+        finally:
+            _FITS = []
+    return [{k: result[k] for key in job.keys for k in _keys(key)} for job, result in zip(jobs, results)]
+
+
+def _keys(key) -> tuple:
+    """The layer keys of a task: its one key, or its tuple's."""
+    return key if isinstance(key, tuple) else (key,)
 
 
 def run_runners(started: list, labels: list[str], report) -> list:

@@ -45,25 +45,31 @@ class StandardisedTokens:
 
 
 class SpanRole(NamedTuple):
-    """One span role of a :class:`TokenBatch`, as indices into its tokens: each span's first and last
-    token ``(B,)``; every (span, token) pair, unpadded, span by span: its token ``rows`` and its span
-    ``span_of`` ``(P,)``; ``pointers`` ``(B + 1,)``: where each span's pairs begin (with ``rows``, the
-    span x token membership as a CSR matrix); ``by_token``: the same membership transposed, CSR
-    pointers ``(n + 1,)`` and spans ``(P,)`` of the pairs in token order."""
+    """One span role of a :class:`TokenBatch`: each span's first and last token ``(B,)``, as rows of
+    the batch's tokens (a span's tokens are the rows between, all of them: it lies within one run)."""
 
     first: torch.Tensor
     last: torch.Tensor
-    rows: torch.Tensor
-    span_of: torch.Tensor
-    pointers: torch.Tensor
-    by_token: tuple
+
+    @property
+    def one_token(self) -> bool:
+        """Whether every span is one token long."""
+        return bool(torch.equal(self.first, self.last))
+
+    def pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every (span, token) pair, span by span: its token's row and its span, ``(P,)`` each (``P`` =
+        the spans' summed lengths)."""
+        lengths = self.last - self.first + 1
+        span_of = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+        starts = lengths.cumsum(0) - lengths
+        return self.first[span_of] + torch.arange(len(span_of)) - starts[span_of], span_of
 
 
 @dataclass
 class TokenBatch:
-    """A minibatch's tokens, each once: ``tokens`` ``(n, [n_layers,] dim)``; per span role a
-    :class:`SpanRole` (``P`` = the spans' summed lengths); ``runs``: each token's block of consecutive
-    rows ``(n,)`` (a span lies within one: it covers consecutive rows, all of them taken)."""
+    """A minibatch's tokens, each once, in order: ``tokens`` ``(n, [n_layers,] dim)``; per span role a
+    :class:`SpanRole`; ``runs``: each token's run of consecutive rows ``(n,)`` (a span lies within one:
+    its tokens are consecutive rows, all of them taken)."""
 
     tokens: torch.Tensor
     roles: list
@@ -71,28 +77,27 @@ class TokenBatch:
 
 
 def token_batch(source: StandardisedTokens, spans: list[torch.Tensor]) -> TokenBatch:
-    """The rows of ``source`` that the spans cover, each once, and the spans as indices into them.
-    (In numpy: its sort of a minibatch's ~2,000 rows takes a quarter of torch's.)"""
-    pairs = []
-    for span in spans:
-        span = span.numpy()
-        lengths = span[:, 1] - span[:, 0]
-        span_of = np.repeat(np.arange(len(span)), lengths)
-        starts = np.cumsum(lengths) - lengths  # where each span's pairs begin
-        pairs.append((span_of, span[span_of, 0] + np.arange(len(span_of)) - starts[span_of], starts, lengths))
-    every = np.sort(np.concatenate([rows for _, rows, _, _ in pairs]))
-    rows = every[np.concatenate(([True], every[1:] != every[:-1]))]  # each once, in order
-    roles = []
-    for span_of, rows_global, starts, lengths in pairs:
-        local = np.searchsorted(rows, rows_global)
-        order = np.argsort(local, kind="stable")
-        by_token = np.concatenate(([0], np.cumsum(np.bincount(local, minlength=len(rows)))))
-        idx = torch.from_numpy(local)
-        pointers = torch.from_numpy(np.append(starts, len(local)))
-        role = (idx[starts], idx[starts + lengths - 1], idx, torch.from_numpy(span_of), pointers)
-        roles.append(SpanRole(*role, (torch.from_numpy(by_token), torch.from_numpy(span_of[order]))))
-    runs = torch.from_numpy(np.concatenate(([0], np.cumsum(rows[1:] != rows[:-1] + 1))))
-    return TokenBatch(source.take(torch.from_numpy(rows)), roles, runs)
+    """The rows of ``source`` that the spans cover, each once and in order, and the spans as indices
+    into them. The covered rows are the union of the spans' intervals, found from the spans alone (sorted
+    by start, a run of rows begins where a span starts beyond every earlier span's end): no work per
+    (span, token) pair."""
+    bounds = [span.numpy() for span in spans]
+    every = np.concatenate(bounds)
+    order = np.argsort(every[:, 0], kind="stable")
+    start, reach = every[order, 0], np.maximum.accumulate(every[order, 1])
+    begins = np.flatnonzero(np.concatenate(([True], start[1:] > reach[:-1])))  # a span that starts a run
+    run_start = start[begins]
+    run_length = reach[np.append(begins[1:], len(start)) - 1] - run_start
+    offset = np.cumsum(run_length) - run_length  # where each run's rows begin in the batch
+    runs = np.repeat(np.arange(len(begins)), run_length)
+    rows = np.arange(len(runs)) + np.repeat(run_start - offset, run_length)
+    first = np.empty(len(every), dtype=np.int64)  # each span's first row in the batch: its run's offset + its place
+    first[order] = start + np.repeat(offset - run_start, np.diff(np.append(begins, len(start))))
+    last = first + (every[:, 1] - every[:, 0]) - 1
+    at, roles = np.cumsum([0] + [len(b) for b in bounds]), []
+    for i in range(len(bounds)):
+        roles.append(SpanRole(torch.from_numpy(first[at[i] : at[i + 1]]), torch.from_numpy(last[at[i] : at[i + 1]])))
+    return TokenBatch(source.take(torch.from_numpy(rows)), roles, torch.from_numpy(runs))
 
 
 def sentence_batches(

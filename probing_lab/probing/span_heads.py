@@ -4,7 +4,6 @@ and its control task) trained side by side with the gradient and AdamW written o
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional
 
 import torch
@@ -19,14 +18,22 @@ from .span_batches import SpanRole, TokenBatch
 TINY_POOL_WEIGHT = 1e-20
 
 
-# torch says so once per process, at the first CSR tensor; the one use here is a product (matmul), long supported
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+def _span_sums(values: torch.Tensor, first: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """``(B, C)``: each span's sum of the rows ``first..last`` of ``values`` ``(n, C)``, as differences of
+    prefix sums. In float64, so that a difference keeps float32's precision of the span's own sum (the
+    prefix runs over the whole minibatch); then float32."""
+    prefix = torch.zeros(len(values) + 1, values.shape[1], dtype=torch.float64)
+    torch.cumsum(values, 0, dtype=torch.float64, out=prefix[1:])
+    return (prefix[last + 1] - prefix[first]).float()
 
 
-def _membership(pointers: torch.Tensor, columns: torch.Tensor, shape: tuple) -> torch.Tensor:
-    """A 0/1 matrix in CSR form (the span x token membership of a minibatch, or its transpose; built by
-    ``span_batches.token_batch``, so valid): a product with it took ~20 us where the dense matrix's took ~90."""
-    return torch.sparse_csr_tensor(pointers, columns, torch.ones(len(columns)), shape, check_invariants=False)
+def _spread(per_span: torch.Tensor, first: torch.Tensor, last: torch.Tensor, n: int) -> torch.Tensor:
+    """``(n, C)``: each row's sum of ``per_span`` ``(B, C)`` over the spans that hold it (the transpose of
+    :func:`_span_sums`): +``per_span`` at a span's first row, - after its last, summed down the rows."""
+    steps = torch.zeros(n + 1, per_span.shape[1], dtype=torch.float64)
+    d = per_span.double()
+    steps.index_add_(0, torch.cat([first, last + 1]), torch.cat([d, -d]))
+    return steps[:n].cumsum(0).float()
 
 
 class StackedSpanLinear:
@@ -43,6 +50,12 @@ class StackedSpanLinear:
     its own coefficients and projects the result onto its own columns (all of it is linear in the
     mix): the products of one layer, where projecting every layer took one per layer.
 
+    ``layers``: with tokens of every layer ``(n, n_layers, dim)``, per head the layer it reads (an int;
+    its module has no mix) or None (a mix, learned): the probes of several layer entries of one model
+    train side by side, each as it would alone, and share each step's reading of the minibatch and its
+    few dozen small operations (a step's time more than its products). The heads that read one layer
+    are projected together (one product), a mix head alone.
+
     ``W_all``: ``(dim, columns)``, per span role ``r`` the view ``W[r]`` ``(dim, C = 3 * H * K + H)``,
     columns ``[first | last | pool]`` (each ``H * K``, head by head) then the ``H`` attention vectors;
     ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``. Built from ``span_probe.SpanProbe``
@@ -56,7 +69,12 @@ class StackedSpanLinear:
     times its start, ``D`` the head's product of weight-decay factors so far (``decayed``)."""
 
     def __init__(
-        self, modules: list[nn.Module], config: ProbeConfig, folded: Optional[list[bool]] = None, n_spans=None
+        self,
+        modules: list[nn.Module],
+        config: ProbeConfig,
+        folded: Optional[list[bool]] = None,
+        n_spans=None,
+        layers: Optional[list[Optional[int]]] = None,
     ):
         first = modules[0]
         self.H, self.K = len(modules), first.net.out_features
@@ -85,9 +103,15 @@ class StackedSpanLinear:
         k = heads.repeat_interleave(self.K)
         self._role_heads = (k, torch.cat([k, k, k, heads]))  # a one-token role's columns' heads, a role's
         self.b = torch.cat([m.net.bias.detach() for m in modules]).clone()
-        mixed = first.mix_weights is not None
-        self.mix = torch.stack([m.mix_weights.detach() for m in modules]).clone() if mixed else None  # (H, n_layers)
-        self.gamma = torch.stack([m.gamma.detach() for m in modules]).clone() if mixed else None
+        self.mixed = [h for h, m in enumerate(modules) if m.mix_weights is not None]  # the heads that learn a mix
+        if layers is not None and [h for h, layer in enumerate(layers) if layer is None] != self.mixed:
+            raise ValueError("a head reads one layer (its module has no mix) or learns a mix (None)")
+        mixed = bool(self.mixed)
+        self.mix = torch.stack([modules[h].mix_weights.detach() for h in self.mixed]).clone() if mixed else None
+        self.gamma = torch.stack([modules[h].gamma.detach() for h in self.mixed]).clone() if mixed else None
+        # what each head reads: a layer, or its mix (its place among the mixed heads - M, so that the mixes sort
+        # first and in order); None: the tokens as they are, one layer, every head (one product)
+        self.reads = None if layers is None and not mixed else self._reads(layers)
         # AdamW's parameters; the attention biases only decay: they shift all of a softmax's scores, so
         # their gradient is 0 and AdamW's step on them is its weight decay alone
         self.params = [self.W_all, self.b] + ([self.mix, self.gamma] if mixed else [])
@@ -111,8 +135,14 @@ class StackedSpanLinear:
         k = per_head.repeat_interleave(self.K, -1)
         return torch.cat([piece for one in self.folded for piece in ([k] if one else [k, k, k, per_head])], -1)
 
+    def _reads(self, layers: Optional[list]) -> torch.Tensor:
+        """Per head, the layer it reads, or ``m - M`` for the ``m``-th of the ``M`` mixed heads ``(H,)``."""
+        layers = [None] * self.H if layers is None else layers
+        M = len(self.mixed)
+        return torch.tensor([self.mixed.index(h) - M if layer is None else layer for h, layer in enumerate(layers)])
+
     def _coefficients(self) -> Optional[torch.Tensor]:
-        """Each head's layer coefficients ``gamma * softmax(w)``, ``(H, n_layers)``; None without a mix."""
+        """The mixed heads' layer coefficients ``gamma * softmax(w)``, ``(M, n_layers)``; None without a mix."""
         return None if self.mix is None else self.gamma[:, None] * torch.softmax(self.mix, -1)
 
     def _weights(self, single: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,15 +165,14 @@ class StackedSpanLinear:
         its pool's gradient needs (:meth:`_pool`; None for a role of one-token spans), and the mix's
         state (None without a mix)."""
         HK, C = self.H * self.K, 3 * self.H * self.K + self.H
-        single = [len(role.rows) == len(role.first) for role in batch.roles]
+        single = [role.one_token for role in batch.roles]
         if any(fold and not one for one, fold in zip(single, self.folded)):
             raise ValueError("a folded span role got spans longer than one token")
         W, heads = self._weights(single)
-        coef = self._coefficients()
-        if coef is None:
+        if self.reads is None:
             mixed, mix = batch.tokens @ W, None  # (n, columns): each token projected once for all its spans
         else:
-            mixed, mix = self._mixed_projection(batch.tokens, W, heads, coef)
+            mixed, mix = self._grouped_projection(batch.tokens, W, heads)
         logits, pools, at = self.b, [], 0
         for r, (role, one) in enumerate(zip(batch.roles, single)):
             Pr = mixed[:, at : at + (HK if one else C)]
@@ -161,46 +190,52 @@ class StackedSpanLinear:
     def _pool(self, Pr: torch.Tensor, c: torch.Tensor, role: SpanRole, runs: torch.Tensor) -> tuple:
         """Each span's attention pool of its tokens' pool projections, ``(B, H * K)``, from ``Pr``
         ``(n, H * K + H)`` (pool projections, then attention scores without the bias ``c``). As sums
-        over the spans' tokens: ``A @ [u V | u]`` with ``A`` ``(B, n)`` each span's tokens (ones) and
-        ``u = exp(score - the maximum of its run of rows)``, a token's weight before its span's
-        normalisation (the same for every span that holds it; a softmax does not change with the
-        shift): two products where every (span, token) pair was gathered, weighted and summed. Where a
-        span's tokens all score far below their run's maximum (``u`` would underflow), the pairs' own
-        softmax (each span shifted by its maximum) is taken instead."""
+        over the spans' tokens: with ``u = exp(score - the maximum of its run of rows)``, a token's
+        weight before its span's normalisation (the same for every span that holds it; a softmax does
+        not change with the shift), a span's pool is its sum of ``u V`` over its sum of ``u``, both
+        differences of prefix sums (:func:`_span_sums`): no work per (span, token) pair. Where a span's
+        tokens all score far below their run's maximum (``u`` would underflow), the pairs' own softmax
+        (each span shifted by its maximum) is taken instead."""
         H, K, HK = self.H, self.K, self.H * self.K
-        B, n, span_of = len(role.first), len(Pr), role.span_of
+        B, n = len(role.first), len(Pr)
         scores = Pr[:, HK:] + c  # (n, H)
         top = torch.full((int(runs[-1]) + 1, H), float("-inf"))
         top.scatter_reduce_(0, runs[:, None].expand(-1, H), scores, "amax")
         u = (scores - top[runs]).exp_()
-        A = _membership(role.pointers, role.rows, (B, n))
-        NZ = A @ torch.cat([(u[..., None] * Pr[:, :HK].view(n, H, K)).view(n, HK), u], 1)  # (B, HK + H)
+        V = Pr[:, :HK].view(n, H, K)
+        NZ = _span_sums(torch.cat([(u[..., None] * V).view(n, HK), u], 1), role.first, role.last)  # (B, HK + H)
         Z = NZ[:, HK:]
         if bool((Z > TINY_POOL_WEIGHT).all()):
             pooled = NZ[:, :HK].view(B, H, K) / Z[..., None]
-            return pooled.view(B, HK), ("tokens", u, Pr[:, :HK].view(n, H, K), Z, pooled)
-        G = Pr.index_select(0, role.rows)  # (P, HK + H): pool projections, scores
+            return pooled.view(B, HK), ("tokens", u, V, Z, pooled)
+        rows, span_of = role.pairs()
+        G = Pr.index_select(0, rows)  # (P, HK + H): pool projections, scores
         scores = G[:, HK:] + c
         top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
         e = (scores - top[span_of]).exp_()
         alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
         V = G[:, :HK].view(-1, H, K)
-        return torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK)), ("pairs", alpha, V)
+        pooled = torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
+        return pooled, ("pairs", alpha, V, rows, span_of)
 
-    def _mixed_projection(self, tokens: torch.Tensor, W: torch.Tensor, heads: torch.Tensor, coef: torch.Tensor):
-        """With a mix: each head's tokens mixed first (``(H, n, dim)``, its layer coefficients), then
-        projected onto that head's columns alone: the products of one layer, not one per layer.
-        Returns the projections ``(n, columns)`` and what the gradient needs."""
+    def _grouped_projection(self, tokens: torch.Tensor, W: torch.Tensor, heads: torch.Tensor):
+        """Tokens of every layer ``(n, n_layers, dim)``: the columns of the heads that read one layer
+        projected from it (one product), each mixed head's from its own mix of the layers (``(M, n,
+        dim)``, its coefficients), each group's columns side by side, then put back in order. Returns the
+        projections ``(n, columns)`` and what the gradient needs."""
         n, n_layers, dim = tokens.shape
         layers = tokens.transpose(0, 1).reshape(n_layers, -1)  # (nl, n * dim)
-        x = (coef @ layers).view(-1, n, dim)  # (H, n, dim)
-        if self.H == 1:
-            return (x[0] @ W), (layers, x, None, W[None])
-        order = torch.argsort(heads, stable=True)  # head by head: every head has as many columns
-        back = torch.argsort(order)
-        W_heads = W.index_select(1, order).view(dim, self.H, -1).transpose(0, 1)  # (H, dim, columns per head)
-        mixed = torch.bmm(x, W_heads).transpose(0, 1).reshape(n, -1).index_select(1, back)
-        return mixed, (layers, x, (order, back), W_heads)
+        coef = self._coefficients()
+        mixes = None if coef is None else (coef @ layers).view(-1, n, dim)  # (M, n, dim)
+        reads = self.reads[heads]  # each column's input
+        groups, counts = torch.unique(reads, return_counts=True)  # the inputs in order: mixes, then layers
+        inputs = [mixes[g] if g < 0 else tokens[:, g] for g in groups.tolist()]  # mixes[m - M] is mix m
+        if len(inputs) == 1:
+            return inputs[0] @ W, (layers, inputs, None, [W])
+        order = torch.argsort(reads, stable=True)  # input by input
+        pieces = W.index_select(1, order).split(counts.tolist(), 1)
+        mixed = torch.cat([x @ piece for x, piece in zip(inputs, pieces)], 1).index_select(1, torch.argsort(order))
+        return mixed, (layers, inputs, order, pieces)
 
     def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
@@ -230,28 +265,30 @@ class StackedSpanLinear:
                 gk = g.view(B, H, K)
                 dN = gk / Z[..., None]
                 dZ = -(gk * pooled).sum(-1) / Z
-                pointers, spans = role.by_token
-                A_T = _membership(pointers, spans, (n, B))
-                dT = A_T @ torch.cat([dN.view(B, HK), dZ], 1)  # (n, HK + H): d loss / d (u V), d loss / d u
+                dT = _spread(torch.cat([dN.view(B, HK), dZ], 1), role.first, role.last, n)  # d / d (u V), d / d u
                 d_uV = dT[:, :HK].view(-1, H, K)
                 d_pool[:, :HK] = (u[..., None] * d_uV).view(-1, HK)
                 d_pool[:, HK:] = u * (dT[:, HK:] + (V * d_uV).sum(-1))  # d u / d score = u
             else:
-                _, alpha, V = kept
-                gv = g.index_select(0, role.span_of).view(-1, H, K)
+                _, alpha, V, rows, span_of = kept
+                gv = g.index_select(0, span_of).view(-1, H, K)
                 d_alpha = (V * gv).sum(-1)  # (P, H)
-                centre = torch.zeros(B, H).index_add_(0, role.span_of, alpha * d_alpha)[role.span_of]
-                d_pool[:, :HK].index_add_(0, role.rows, (alpha[..., None] * gv).view(-1, HK))
-                d_pool[:, HK:].index_add_(0, role.rows, alpha * (d_alpha - centre))  # through the softmax
+                centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
+                d_pool[:, :HK].index_add_(0, rows, (alpha[..., None] * gv).view(-1, HK))
+                d_pool[:, HK:].index_add_(0, rows, alpha * (d_alpha - centre))  # through the softmax
             at += 3 * HK + H
         if mix is None:
             dW = batch.tokens.T @ d_mixed
-        else:  # per head h: dW = x_h^T d_h; d loss / d its layer coefficients = <layer, d_h W_h^T>
-            layers, x, orders, W_heads = mix
-            d_heads = (d_mixed if orders is None else d_mixed.index_select(1, orders[0])).view(n, H, -1).transpose(0, 1)
-            dW = torch.bmm(x.transpose(1, 2), d_heads).transpose(0, 1).reshape(x.shape[-1], -1)
-            dW = dW if orders is None else dW.index_select(1, orders[1])
-            per_head = torch.bmm(d_heads, W_heads.transpose(1, 2)).reshape(H, -1) @ layers.T  # (H, nl)
+        else:  # per input x: dW = x^T d (its columns); d loss / d a mixed head's coefficients = <layer, d W^T>
+            layers, inputs, order, pieces = mix
+            widths = [piece.shape[1] for piece in pieces]
+            d_pieces = [d_mixed] if order is None else d_mixed.index_select(1, order).split(widths, 1)
+            dW = torch.cat([x.T @ d for x, d in zip(inputs, d_pieces)], 1)
+            dW = dW if order is None else dW.index_select(1, torch.argsort(order))
+            if self.mix is not None:  # the mixes are the first inputs, in order
+                M = len(self.mixed)
+                d_x = torch.stack([d @ piece.T for d, piece in zip(d_pieces[:M], pieces[:M])]).view(M, -1)
+                per_head = d_x @ layers.T  # (M, nl)
         if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
             blocks, at = [], 0
             for kept, fold in zip(pools, self.folded):
@@ -260,14 +297,15 @@ class StackedSpanLinear:
                 blocks += [d] if kept is not None or fold else [d, d, d, torch.zeros(len(d), H)]
             dW = torch.cat(blocks, 1)
         grads = [dW, g.sum(0)]
-        if mix is not None:
+        if self.mix is not None:
             weights = torch.softmax(self.mix, -1)
             dweights = per_head * self.gamma[:, None]
             grads += [weights * (dweights - (dweights * weights).sum(-1, keepdim=True)), (per_head * weights).sum(-1)]
         if self._rates is None or self._rates[0] != active:  # kept until a head stops or decays
             lr = torch.zeros(H)
             lr[active] = self.lr[active]
-            rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([lr[:, None], lr] if mix is not None else [])
+            mixed = lr[self.mixed]
+            rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([mixed[:, None], mixed] if self.mixed else [])
             shared = float(lr[0]) if len(active) == H and bool((lr == lr[0]).all()) else None
             self._rates = (list(active), rates, 1 - lr * self.weight_decay, shared)
         self.steps += 1
@@ -285,15 +323,17 @@ class StackedSpanLinear:
         k = slice(h * self.K, (h + 1) * self.K)
         state = [W[:, self._columns(h, fold)].clone() for W, fold in zip(self.W, self.folded)]
         state += [c[h].clone() for c in self.c] + [self.b[k].clone(), self.decayed[h].clone()]
-        return state + ([] if self.mix is None else [self.mix[h].clone(), self.gamma[h].clone()])
+        m = self.mixed.index(h) if h in self.mixed else None
+        return state + ([] if m is None else [self.mix[m].clone(), self.gamma[m].clone()])
 
     def restore(self, h: int, state) -> None:
         k, R = slice(h * self.K, (h + 1) * self.K), len(self.W)
         for W, fold, c, w_state, c_state in zip(self.W, self.folded, self.c, state[:R], state[R : 2 * R]):
             W[:, self._columns(h, fold)], c[h] = w_state, c_state
         self.b[k], self.decayed[h] = state[2 * R : 2 * R + 2]
-        if self.mix is not None:
-            self.mix[h], self.gamma[h] = state[2 * R + 2 :]
+        if h in self.mixed:
+            m = self.mixed.index(h)
+            self.mix[m], self.gamma[m] = state[2 * R + 2 :]
 
     def decay(self, h: int, factor: float) -> None:
         self.lr[h] *= factor
@@ -317,7 +357,8 @@ class StackedSpanLinear:
                 module.attention[r].weight[0] = attention
                 module.attention[r].bias[0] = c[h]
             module.net.bias.copy_(self.b[h * self.K : (h + 1) * self.K])
-            if self.mix is not None:
-                module.mix_weights.copy_(self.mix[h])
-                module.gamma.copy_(self.gamma[h])
+            if h in self.mixed:
+                m = self.mixed.index(h)
+                module.mix_weights.copy_(self.mix[m])
+                module.gamma.copy_(self.gamma[m])
         return module.eval()

@@ -22,7 +22,7 @@ same minibatches, read once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -188,26 +188,59 @@ def fit_span_probes(
     them; each probe has its own initialisation, optimizer and early stopping and sees the same
     minibatches, so it is the probe :func:`fit_span_probe` trains alone (an MLP's dropout aside)."""
     config = config or ProbeConfig()
+    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)  # an array, LayerRows, or a nested list
+    if config.mix != (len(shape) == 3):
+        raise ValueError("mix=True needs tokens (n_tokens, n_layers, dim), and only then")
+    return _fit(X, ys, X_dev, ys_dev, n_classes, config, [None if config.mix else -1])[0]
+
+
+def fit_span_layers(
+    X: SpanInputs, ys: list, X_dev: SpanInputs, ys_dev: list, n_classes: int, config: ProbeConfig, keys: list[str]
+) -> dict[str, list[TrainedSpanProbe]]:
+    """The linear span probes of several layer entries of one model (``keys``: a layer's index, or
+    "mix"), one per label set each, trained side by side on tokens of every layer ``(n, n_layers,
+    dim)`` (``LayerRows`` "mix"): each probe is the one :func:`fit_span_probes` trains on its layer
+    alone (``config`` with ``mix`` set for "mix"), and every step's reading of the minibatch and its
+    few dozen small operations are shared. Returns per key its probes, in the order of ``ys``."""
+    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)
+    if len(shape) != 3:
+        raise ValueError("fit_span_layers needs tokens of every layer (n_tokens, n_layers, dim)")
+    if config.kind != "linear":
+        raise ValueError(f"only linear span probes train side by side across layers (got kind {config.kind!r})")
+    bad = [k for k in keys if k != "mix" and not (str(k).isdigit() and int(k) < shape[1])]
+    if bad or not keys:
+        raise ValueError(f"layer entries {bad or keys} are not layers of these tokens (0..{shape[1] - 1}) or 'mix'")
+    reads = [None if k == "mix" else int(k) for k in keys]
+    probes = _fit(X, ys, X_dev, ys_dev, n_classes, config, reads)
+    return dict(zip(keys, probes))
+
+
+def _fit(X: SpanInputs, ys: list, X_dev: SpanInputs, ys_dev: list, n_classes: int, config, reads: list) -> list:
+    """Per entry of ``reads`` (a layer of the tokens ``(n, n_layers, dim)``, None: their learned mix, -1:
+    the tokens as they are, one layer) the probes of the label sets ``ys``, trained side by side."""
     if len(X) == 0:
         raise ValueError("no training spans for the probe")
     if config.optimizer != "adamw":
         raise ValueError(f"the span probe trains with adamw (got optimizer {config.optimizer!r})")
-    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)  # an array, LayerRows, or a nested list
-    if config.mix != (len(shape) == 3):
-        raise ValueError("mix=True needs tokens (n_tokens, n_layers, dim), and only then")
-    Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, heads)
+    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)
+    Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, label sets)
     Yd = np.stack([np.asarray(y) for y in ys_dev], 1) if len(X_dev) else np.zeros((0, len(ys)), dtype=np.int64)
+    Y, Yd = Y.repeat(1, len(reads)), np.tile(Yd, len(reads))  # (N, heads): entry by entry, a head per label set
     g = torch.Generator().manual_seed(config.seed)
     mean, std = _token_statistics(X)
-    modules = []
-    for _ in ys:
-        torch.manual_seed(config.seed)  # every probe starts where it would alone
-        modules.append(SpanProbe(shape[-1], n_classes, config, X.n_spans, shape[1] if config.mix else 1))
-    trained = [TrainedSpanProbe(module, mean, std, n_classes, 0, -1.0, []) for module in modules]
+    modules, trained = [], []
+    for layer in reads:
+        layer_config = replace(config, mix=layer is None)
+        for _ in ys:
+            torch.manual_seed(config.seed)  # every probe starts where it would alone
+            modules.append(SpanProbe(shape[-1], n_classes, layer_config, X.n_spans, shape[1] if layer is None else 1))
+            stats = (mean, std) if layer is None or layer < 0 else (mean[layer], std[layer])
+            trained.append(TrainedSpanProbe(modules[-1], *stats, n_classes, 0, -1.0, []))
     stacked = config.kind == "linear"  # written out, no autograd; an MLP or rank probe as modules
     batch_size = minibatch_size(config, len(X))
     if stacked:
-        heads = StackedSpanLinear(modules, config, _one_token_roles(X, X_dev), len(X))
+        layers = None if reads == [-1] else [layer for layer in reads for _ in ys]
+        heads = StackedSpanLinear(modules, config, _one_token_roles(X, X_dev), len(X), layers)
     else:
         optimizer = lambda m: torch.optim.AdamW(  # noqa: E731
             m.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=True
@@ -256,4 +289,4 @@ def fit_span_probes(
         probe.dev_accuracy, probe.epochs_run, probe.history = best, epochs_run, history
         if stacked:
             heads.copy_head_into(h, probe.module)
-    return trained
+    return [trained[i : i + len(ys)] for i in range(0, len(trained), len(ys))]

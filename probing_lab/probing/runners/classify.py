@@ -27,19 +27,28 @@ def said(key: str, entry: dict) -> str:
 
 
 def classify_layer(
-    X: dict, y: dict, control: dict, n_labels: int, config, order: np.ndarray, mdl: bool, fit=fit_probes
+    X: dict,
+    y: dict,
+    control: dict,
+    n_labels: int,
+    config,
+    order: np.ndarray,
+    mdl: bool,
+    fit=fit_probes,
+    trained: Optional[list] = None,
 ) -> dict:
     """``X``/``y``/``control``: train, dev and test vectors, labels and control labels (``control``
     empty: no control task); ``order``: the training rows' order for the online code; ``fit``: the
     probe family's trainer of several label sets (``fit_probes``, or ``fit_span_probes`` with span
-    inputs as ``X``): the task's and the control task's probes train together."""
+    inputs as ``X``): the task's and the control task's probes train together. ``trained``: those
+    probes, trained already (with other layers': ``span_probe.fit_span_layers``), to be scored."""
     t0 = time.perf_counter()
     # read once and standardised once (where they fit in memory), shared by every fit below
     train, dev = read_standardised(X["train"], X["dev"])
     X = {"train": train, "dev": dev, "test": in_memory(X["test"])}
     timing = {"read": time.perf_counter() - t0}
     label_sets = [y] + ([control] if control else [])
-    probes = fit(
+    probes = trained or fit(
         X["train"], [s["train"] for s in label_sets], X["dev"], [s["dev"] for s in label_sets], n_labels, config
     )
     probe = probes[0]

@@ -9,6 +9,7 @@ layer); the majority label of the training set as the simple baseline.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Generator
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import tasks as T
 from ..layer_pool import LayerJobs
-from ..span_probe import SpanInputs, fit_span_probes
+from ..span_probe import SpanInputs, fit_span_layers, fit_span_probes
 from .classify import classify_layer, said
 
 TASKS = T.SPAN_TASKS
@@ -50,6 +51,16 @@ def span_sentences(split, span1: np.ndarray) -> np.ndarray:
     return np.searchsorted(split.features.offsets, span1[:, 0], side="right") - 1
 
 
+def _tasks(exp) -> list:
+    """The layer entries as the pool's tasks: a linear probe's layers and mix of one model (two or more)
+    as one tuple, trained side by side (``span_probe.fit_span_layers``: a step's reading and small
+    operations shared, the products each its own), the others one by one."""
+    together = [k for k in exp.layer_keys if k == "mix" or str(k).isdigit()]
+    if exp.probe_config().kind != "linear" or len(together) < 2:
+        return list(exp.layer_keys)
+    return [tuple(together)] + [k for k in exp.layer_keys if k not in together]
+
+
 def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, dict, tuple[dict, dict]]:
     spans = {r: span_rows(s) for r, s in splits.items()}
     pairs = {r: v[1] is not None for r, v in spans.items()}
@@ -66,12 +77,33 @@ def run(exp, splits: dict, with_controls: bool, report) -> Generator[LayerJobs, 
     order = np.random.default_rng(exp.seed).permutation(len(y["train"]))
     units = {r: span_sentences(s, spans[r][0]) for r, s in splits.items()}
 
-    def fit_layer(key: str) -> dict:
+    label_sets = [y] + ([control] if control else [])
+
+    def fit_layer(key: str, trained=None) -> dict:
         config = exp.probe_config(mix=key == "mix")
         X = {r: SpanInputs(splits[r].rows(key), *spans[r][:2], units[r]) for r in ("train", "dev", "test")}
-        return classify_layer(X, y, control, len(index), config, order, with_controls and exp.mdl, fit=fit_span_probes)
+        mdl = with_controls and exp.mdl
+        return classify_layer(X, y, control, len(index), config, order, mdl, fit=fit_span_probes, trained=trained)
 
-    results = yield LayerJobs(exp.layer_keys, fit_layer, said)
+    def fit_layers(keys) -> dict:
+        """Single keys as above; a tuple of keys trained side by side (``fit_span_layers``), then each scored."""
+        if not isinstance(keys, tuple):
+            return fit_layer(keys)
+        start = time.perf_counter()
+        X = {r: SpanInputs(splits[r].rows("mix"), *spans[r][:2], units[r]) for r in ("train", "dev")}
+        Y = {r: [s[r] for s in label_sets] for r in ("train", "dev")}
+        trained = fit_span_layers(
+            X["train"], Y["train"], X["dev"], Y["dev"], len(index), exp.probe_config(), list(keys)
+        )
+        share = (time.perf_counter() - start) / len(keys)  # each entry's part of the fit, in its seconds
+        entries = {key: fit_layer(key, trained[key]) for key in keys}
+        for entry in entries.values():
+            entry["timing"]["probes"] = round(entry["timing"]["probes"] + share, 2)
+            entry["seconds"] = round(entry["seconds"] + share, 2)
+            entry["fitted_with"] = list(keys)
+        return entries
+
+    results = yield LayerJobs(_tasks(exp), fit_layers, said)
     majority = index.labels[0]
     lengths = Counter(int(e - s) for s, e in spans["train"][0])
     right = np.asarray(labels["test"]) == majority
