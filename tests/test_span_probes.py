@@ -256,7 +256,7 @@ def test_span_probes_across_layers_refuse_what_they_cannot_train():
 
 
 @pytest.mark.parametrize("pairs", [False, True])
-@pytest.mark.parametrize("mix", [False, True])
+@pytest.mark.parametrize("mix", [False, True, "layers"])
 @pytest.mark.parametrize("one_token", [None, "summed", "folded"])
 @pytest.mark.parametrize("n_heads", [2, 1])
 @pytest.mark.parametrize("pool", ["tokens", "pairs"])
@@ -264,8 +264,9 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     """The linear span probes' fast path (the gradient of the endpoints, the attention pool, the
     classifier and the mix, and AdamW, written out; a role of one-token spans with its three blocks
     summed, or folded into their mean for the whole fit; one head, or two of which one stops early;
-    the pool as sums over tokens, or over (span, token) pairs where those would underflow) gives the
-    numbers of the modules trained with autograd."""
+    the pool as sums over tokens, or over (span, token) pairs where those would underflow; "layers":
+    heads of tokens of every layer, each reading one layer or learning a mix) gives the numbers of the
+    modules trained with autograd."""
     from probing_lab.probing import span_heads
     from probing_lab.probing.span_batches import StandardisedTokens, gather_spans, token_batch
     from probing_lab.probing.span_heads import StackedSpanLinear
@@ -281,67 +282,47 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     lengths = rng.integers(1, 12, size=starts.shape)  # several lengths per minibatch, overlapping spans
     if one_token:
         lengths[..., 0] = 1  # the first role's spans all one token long
-    labels = torch.as_tensor(rng.integers(0, k, size=(6, 32, 2)))
+    labels = torch.as_tensor(rng.integers(0, k, size=(6, 32, 3)))
     source = StandardisedTokens(tokens.numpy(), torch.zeros(tokens.shape[1:]), torch.ones(tokens.shape[1:]))
-    cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=mix)
+    # "layers": layer 2, layer 2 (one product), then a mix; two heads: layer 1, then a mix; one: a mix
+    reads = ([2, 2, None] if n_heads == 2 else [None]) if mix == "layers" else [None if mix else -1] * n_heads
+    n_heads = len(reads)
+    cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=bool(mix))
     modules = []
-    for _ in range(n_heads):
+    for read in reads:
         torch.manual_seed(cfg.seed)
-        modules.append(SpanProbe(dim, k, cfg, 2 if pairs else 1, n_layers))
-    stacked = StackedSpanLinear(modules, cfg, [one_token == "folded", False][: 2 if pairs else 1])
+        modules.append(SpanProbe(dim, k, replace(cfg, mix=read is None), 2 if pairs else 1, n_layers))
+    folded = [one_token == "folded", False][: 2 if pairs else 1]
+    stacked = StackedSpanLinear(modules, cfg, folded, layers=reads if mix == "layers" else None)
     optimizers = [torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) for m in modules]
+
+    def inputs(gathered, read):  # a head that reads one layer: that layer of the gathered rows
+        return gathered if read is None or read < 0 else [(h[..., read, :], *rest) for h, *rest in gathered]
+
     for step in range(6):
         spans = [torch.as_tensor(np.stack([s, s + n], 1)) for s, n in zip(starts[step].T, lengths[step].T)]
         gathered, batch = gather_spans(source, spans), token_batch(source, spans)
-        active = [0] if n_heads == 1 else [0, 1] if step < 4 else [1]  # of two heads, head 0 stops after four steps
+        active = list(range(n_heads)) if n_heads == 1 or step < 4 else list(range(1, n_heads))  # head 0 stops
         stacked.step(batch, labels[step, :, :n_heads], active)
         for h in active:
             optimizers[h].zero_grad()
-            torch.nn.functional.cross_entropy(modules[h](gathered), labels[step][:, h]).backward()
+            logits = modules[h](inputs(gathered, reads[h]))
+            torch.nn.functional.cross_entropy(logits, labels[step][:, h]).backward()
             optimizers[h].step()
     for h, module in enumerate(modules):
         torch.manual_seed(1)
-        mine = stacked.copy_head_into(h, SpanProbe(dim, k, cfg, 2 if pairs else 1, n_layers))
+        mine = stacked.copy_head_into(
+            h, SpanProbe(dim, k, replace(cfg, mix=reads[h] is None), 2 if pairs else 1, n_layers)
+        )
         for (name, value), theirs in zip(mine.state_dict().items(), module.state_dict().values()):
             if name.startswith("attention") and name.endswith("bias"):
                 # shifts every score of a softmax: its true gradient is 0 (written out as such); with
                 # autograd it is rounding noise, which AdamW scales up to steps of the learning rate
                 continue
             assert torch.allclose(value, theirs, atol=1e-6), name
-        assert torch.allclose(stacked.logits(batch)[:, h], module(gathered), atol=1e-5)
+        assert torch.allclose(stacked.logits(batch)[:, h], module(inputs(gathered, reads[h])), atol=1e-5)
     if mix:
         assert not torch.equal(stacked.mix[-1], torch.zeros(3))  # the mix did train
-
-
-def test_a_token_batch_holds_each_covered_row_once_in_order_and_its_spans_as_rows_of_it():
-    """token_batch finds the covered rows from the spans' intervals alone: checked against the rows of
-    every (span, token) pair, sorted and made unique, on random overlapping, nested, touching and
-    separate spans of one or two roles."""
-    from probing_lab.probing.span_batches import token_batch
-
-    class Rows:  # take() returns the rows asked for
-        def take(self, rows):
-            return rows
-
-    rng = np.random.default_rng(3)
-    for _ in range(300):
-        n_roles, B = int(rng.integers(1, 3)), int(rng.integers(1, 40))
-        spans = []
-        for _ in range(n_roles):
-            start = rng.integers(0, 120, B)
-            spans.append(torch.as_tensor(np.stack([start, start + rng.integers(1, 15, B)], 1)))
-        batch = token_batch(Rows(), spans)
-        covered = np.unique(np.concatenate([np.arange(s, e) for span in spans for s, e in span.numpy()]))
-        assert batch.tokens.tolist() == covered.tolist()
-        runs = np.concatenate(([0], np.cumsum(covered[1:] != covered[:-1] + 1)))  # consecutive rows: one run
-        assert batch.runs.tolist() == runs.tolist()
-        for span, role in zip(spans, batch.roles):
-            assert covered[role.first.numpy()].tolist() == span[:, 0].tolist()
-            assert covered[role.last.numpy()].tolist() == (span[:, 1] - 1).tolist()
-            rows, span_of = role.pairs()
-            expected = [(r, i) for i, (s, e) in enumerate(span.numpy()) for r in range(s, e)]
-            assert list(zip(covered[rows.numpy()].tolist(), span_of.tolist())) == expected
-            assert role.one_token == bool((span[:, 1] - span[:, 0] == 1).all())
 
 
 def test_a_span_far_below_its_sentences_attention_maximum_pools_as_the_module_does():

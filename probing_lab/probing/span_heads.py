@@ -1,6 +1,7 @@
 """The linear span probes' fast path: :class:`StackedSpanLinear`, several linear span probes (a task
-and its control task) trained side by side with the gradient and AdamW written out, what
-``span_probe.fit_span_probes`` runs for ``kind = "linear"`` (the span twin of ``heads.StackedLinear``)."""
+and its control task; several layers of one model) trained side by side with the gradient and AdamW
+written out, what ``span_probe.fit_span_probes`` and ``fit_span_layers`` run for ``kind = "linear"``
+(the span twin of ``heads.StackedLinear``)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class StackedSpanLinear:
 
     A step reads a :class:`~.span_batches.TokenBatch` (whole sentences' spans, each token once):
     every token is projected once onto all columns (first, last, pool and attention, every head and
-    span role: one product), then each span takes its first and last token's projections and the
+    span role), then each span takes its first and last token's projections and the
     attention-weighted sum of its tokens' pool projections (a softmax within each span, as sums over
     the span's tokens: :meth:`_pool`). Projecting before pooling is what sharing tokens pays for: a sentence's
     ~25 tokens serve its ~25 constituents. With a mix, each head mixes the layers of the tokens with
@@ -51,20 +52,20 @@ class StackedSpanLinear:
     mix): the products of one layer, where projecting every layer took one per layer.
 
     ``layers``: with tokens of every layer ``(n, n_layers, dim)``, per head the layer it reads (an int;
-    its module has no mix) or None (a mix, learned): the probes of several layer entries of one model
-    train side by side, each as it would alone, and share each step's reading of the minibatch and its
-    few dozen small operations (a step's time more than its products). The heads that read one layer
-    are projected together (one product), a mix head alone.
+    its module has no mix) or None (a mix, learned; its module has one): the probes of several layer
+    entries of one model train side by side, each as it would alone, sharing each step's reading of the
+    minibatch and its few dozen small operations (on constituents, more of a step's time than its
+    products). Consecutive heads that read one layer are projected together (one product).
 
-    ``W_all``: ``(dim, columns)``, per span role ``r`` the view ``W[r]`` ``(dim, C = 3 * H * K + H)``,
-    columns ``[first | last | pool]`` (each ``H * K``, head by head) then the ``H`` attention vectors;
-    ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``. Built from ``span_probe.SpanProbe``
-    modules initialised as a probe trained alone is.
+    ``W_all``: ``(dim, H * P)``, head by head (a head's columns side by side, so that heads that read one
+    input are one product, with no reordering); per head, per span role ``r``, ``[first | last | pool]``
+    (``K`` each) then its attention vector; ``c[r]``: the attention biases ``(H,)``; ``b``: ``(H * K,)``.
+    Built from ``span_probe.SpanProbe`` modules initialised as a probe trained alone is.
 
     ``folded``: per role, whether every span it will see (training and dev) is one token long (a
     dependency arc's head and dependent). Its first, last and pool blocks then read the same token and
-    get the same gradient, so AdamW moves the three alike: such a role trains their mean ``M`` (``W[r]``
-    is ``(dim, H * K)``, the spans' scores read ``3 M``), a third of the AdamW work, and keeps what tells
+    get the same gradient, so AdamW moves the three alike: such a role trains their mean ``M`` (``K``
+    columns per head, the spans' scores read ``3 M``), a third of the AdamW work, and keeps what tells
     the blocks apart: each block is ``M + D (its start - M's start)`` and its attention vector ``D``
     times its start, ``D`` the head's product of weight-decay factors so far (``decayed``)."""
 
@@ -78,30 +79,30 @@ class StackedSpanLinear:
     ):
         first = modules[0]
         self.H, self.K = len(modules), first.net.out_features
-        dim = first.attention[0].in_features
-        self.folded = list(folded) if folded else [False] * len(first.attention)
-        Ws, self.c, self._offsets = [], [], {}
-        for r in range(len(first.attention)):
-            blocks = [
-                torch.cat([m.net.weight.detach()[:, (3 * r + p) * dim : (3 * r + p + 1) * dim].T for m in modules], 1)
-                for p in range(3)
-            ]
-            attention = torch.cat([m.attention[r].weight.detach().T for m in modules], 1)
-            if self.folded[r]:
-                mean = sum(blocks) / 3
-                self._offsets[r] = ([block - mean for block in blocks], attention.clone())
-                Ws.append(mean)
-            else:
-                Ws.append(torch.cat(blocks + [attention], 1))
-            self.c.append(torch.cat([m.attention[r].bias.detach() for m in modules]).clone())
-        self.W_all = torch.cat(Ws, 1).contiguous()  # (dim, columns): every role's columns, one product
-        ends = torch.tensor([W.shape[1] for W in Ws]).cumsum(0).tolist()
-        self.W = [self.W_all[:, end - W.shape[1] : end] for W, end in zip(Ws, ends)]  # views, per role
+        K, dim, R = self.K, first.attention[0].in_features, len(first.attention)
+        self.folded = list(folded) if folded else [False] * R
+        self.widths = [K if fold else 3 * K + 1 for fold in self.folded]  # a head's columns per role
+        self.starts = torch.tensor([0] + self.widths).cumsum(0).tolist()  # where each role's begin in a head's
+        heads, self._offsets = [], []
+        for m in modules:
+            weight, roles, offsets = m.net.weight.detach(), [], []
+            for r, fold in enumerate(self.folded):
+                blocks = [weight[:, (3 * r + p) * dim : (3 * r + p + 1) * dim].T for p in range(3)]  # (dim, K) each
+                attention = m.attention[r].weight.detach().T  # (dim, 1)
+                if fold:
+                    mean = sum(blocks) / 3
+                    offsets.append(([block - mean for block in blocks], attention[:, 0].clone()))
+                    roles.append(mean)
+                else:
+                    offsets.append(None)
+                    roles.append(torch.cat(blocks + [attention], 1))
+            heads.append(torch.cat(roles, 1))
+            self._offsets.append(offsets if any(self.folded) else None)
+        self.P = self.starts[-1]
+        self.W_all = torch.stack(heads, 1).reshape(dim, -1).contiguous()  # (dim, H * P)
+        self.W3 = self.W_all.view(dim, self.H, self.P)
+        self.c = [torch.cat([m.attention[r].bias.detach() for m in modules]).clone() for r in range(R)]
         self.decayed = torch.ones(self.H)
-        self._head_of_column = self._per_column(torch.arange(self.H))
-        heads = torch.arange(self.H)
-        k = heads.repeat_interleave(self.K)
-        self._role_heads = (k, torch.cat([k, k, k, heads]))  # a one-token role's columns' heads, a role's
         self.b = torch.cat([m.net.bias.detach() for m in modules]).clone()
         self.mixed = [h for h, m in enumerate(modules) if m.mix_weights is not None]  # the heads that learn a mix
         if layers is not None and [h for h, layer in enumerate(layers) if layer is None] != self.mixed:
@@ -109,9 +110,9 @@ class StackedSpanLinear:
         mixed = bool(self.mixed)
         self.mix = torch.stack([modules[h].mix_weights.detach() for h in self.mixed]).clone() if mixed else None
         self.gamma = torch.stack([modules[h].gamma.detach() for h in self.mixed]).clone() if mixed else None
-        # what each head reads: a layer, or its mix (its place among the mixed heads - M, so that the mixes sort
-        # first and in order); None: the tokens as they are, one layer, every head (one product)
-        self.reads = None if layers is None and not mixed else self._reads(layers)
+        # the inputs: runs of consecutive heads (first, end) and what they read, a layer or the m-th mix (as
+        # m - M); None: the tokens as they are, one layer, for every head (one product)
+        self.inputs = None if layers is None and not mixed else self._inputs(layers)
         # AdamW's parameters; the attention biases only decay: they shift all of a softmax's scores, so
         # their gradient is 0 and AdamW's step on them is its weight decay alone
         self.params = [self.W_all, self.b] + ([self.mix, self.gamma] if mixed else [])
@@ -129,174 +130,172 @@ class StackedSpanLinear:
     def train(self, on: bool) -> None:
         self.averaged.use(not on)  # evaluated and kept: the averaged parameters
 
-    def _per_column(self, per_head: torch.Tensor) -> torch.Tensor:
-        """``(H, ...)`` -> ``(..., columns)``: each head's value on its columns of ``W_all``."""
-        per_head = per_head.T if per_head.dim() > 1 else per_head
-        k = per_head.repeat_interleave(self.K, -1)
-        return torch.cat([piece for one in self.folded for piece in ([k] if one else [k, k, k, per_head])], -1)
-
-    def _reads(self, layers: Optional[list]) -> torch.Tensor:
-        """Per head, the layer it reads, or ``m - M`` for the ``m``-th of the ``M`` mixed heads ``(H,)``."""
+    def _inputs(self, layers: Optional[list]) -> list[tuple[int, int, int]]:
+        """``(first head, end head, input)`` per run of consecutive heads that read one input: a layer, or
+        ``m - M`` for the ``m``-th of the ``M`` mixed heads (each a run of its own)."""
         layers = [None] * self.H if layers is None else layers
         M = len(self.mixed)
-        return torch.tensor([self.mixed.index(h) - M if layer is None else layer for h, layer in enumerate(layers)])
+        reads = [self.mixed.index(h) - M if layer is None else layer for h, layer in enumerate(layers)]
+        runs = []
+        for h, read in enumerate(reads):
+            if runs and runs[-1][2] == read and read >= 0:
+                runs[-1] = (runs[-1][0], h + 1, read)
+            else:
+                runs.append((h, h + 1, read))
+        return runs
 
     def _coefficients(self) -> Optional[torch.Tensor]:
         """The mixed heads' layer coefficients ``gamma * softmax(w)``, ``(M, n_layers)``; None without a mix."""
         return None if self.mix is None else self.gamma[:, None] * torch.softmax(self.mix, -1)
 
-    def _weights(self, single: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The columns a minibatch projects its tokens onto, and each column's head: ``W_all``, except
-        that a span role whose spans are all one token long has its first, last and pool blocks
-        summed (they read the same token; a folded role's sum is 3 M) and no attention column (the
-        softmax of one score is 1)."""
+    def _layout(self, single: list[bool]) -> list[tuple[int, int]]:
+        """Per span role, where its columns begin in a head's projections and how many: ``K`` for a role
+        whose spans are all one token long (its first, last and pool blocks read the same token: summed,
+        a folded role's ``3 M``; the softmax of one score is 1: no attention column), else ``3 K + 1``."""
+        out, at = [], 0
+        for one in single:
+            out.append((at, self.K if one else 3 * self.K + 1))
+            at += out[-1][1]
+        return out
+
+    def _weights(self, single: list[bool]) -> torch.Tensor:
+        """The columns ``(dim, H * P')`` a minibatch projects its tokens onto: ``W_all``, or with one-token
+        roles their blocks summed (:meth:`_layout`)."""
         if not any(single):  # no folded role either: its spans are one token long
-            return self.W_all, self._head_of_column
-        HK = self.H * self.K
-        blocks = [
-            3 * W if fold else W[:, :HK] + W[:, HK : 2 * HK] + W[:, 2 * HK : 3 * HK] if one else W
-            for W, one, fold in zip(self.W, single, self.folded)
-        ]
-        one_token_heads, role_heads = self._role_heads
-        return torch.cat(blocks, 1), torch.cat([one_token_heads if one else role_heads for one in single])
+            return self.W_all
+        K, pieces = self.K, []
+        for r, (one, fold) in enumerate(zip(single, self.folded)):
+            W = self.W3[:, :, self.starts[r] : self.starts[r + 1]]
+            pieces.append(3 * W if fold else W[..., :K] + W[..., K : 2 * K] + W[..., 2 * K : 3 * K] if one else W)
+        return torch.cat(pieces, 2).reshape(len(self.W_all), -1)
 
     def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
-        """Logits ``(B, H * K)`` and what the gradient needs: the columns' heads, per span role what
-        its pool's gradient needs (:meth:`_pool`; None for a role of one-token spans), and the mix's
-        state (None without a mix)."""
-        HK, C = self.H * self.K, 3 * self.H * self.K + self.H
+        """Logits ``(B, H, K)`` and what the gradient needs: the columns' layout, per span role what its
+        pool's gradient needs (:meth:`_pool`; None for a role of one-token spans), and the inputs'."""
+        H, K = self.H, self.K
         single = [role.one_token for role in batch.roles]
         if any(fold and not one for one, fold in zip(single, self.folded)):
             raise ValueError("a folded span role got spans longer than one token")
-        W, heads = self._weights(single)
-        if self.reads is None:
-            mixed, mix = batch.tokens @ W, None  # (n, columns): each token projected once for all its spans
+        layout = self._layout(single)
+        W = self._weights(single)
+        if self.inputs is None:
+            mixed, inputs = batch.tokens @ W, None  # (n, H * P'): each token projected once for all its spans
         else:
-            mixed, mix = self._grouped_projection(batch.tokens, W, heads)
-        logits, pools, at = self.b, [], 0
-        for r, (role, one) in enumerate(zip(batch.roles, single)):
-            Pr = mixed[:, at : at + (HK if one else C)]
-            at += Pr.shape[1]
-            if one:
-                logits = logits + Pr[role.first]
+            mixed, inputs = self._projections(batch.tokens, W)
+        n = len(mixed)
+        per_head = mixed.view(n, H, -1)
+        logits, pools = self.b.view(H, K), []
+        for r, (role, (at, width)) in enumerate(zip(batch.roles, layout)):
+            logits = logits + per_head[..., at : at + K].index_select(0, role.first)
+            if width == K:
                 pools.append(None)
                 continue
-            logits = logits + Pr[role.first, :HK] + Pr[role.last, HK : 2 * HK]
-            pooled, kept = self._pool(Pr[:, 2 * HK :], self.c[r], role, batch.runs)
+            logits = logits + per_head[..., at + K : at + 2 * K].index_select(0, role.last)
+            V, scores = per_head[..., at + 2 * K : at + 3 * K], per_head[..., at + 3 * K]
+            pooled, kept = self._pool(V, scores + self.c[r], role, batch.runs)
             logits = logits + pooled
             pools.append(kept)
-        return logits, (heads, pools, mix)
+        return logits, (layout, pools, inputs)
 
-    def _pool(self, Pr: torch.Tensor, c: torch.Tensor, role: SpanRole, runs: torch.Tensor) -> tuple:
-        """Each span's attention pool of its tokens' pool projections, ``(B, H * K)``, from ``Pr``
-        ``(n, H * K + H)`` (pool projections, then attention scores without the bias ``c``). As sums
-        over the spans' tokens: with ``u = exp(score - the maximum of its run of rows)``, a token's
-        weight before its span's normalisation (the same for every span that holds it; a softmax does
-        not change with the shift), a span's pool is its sum of ``u V`` over its sum of ``u``, both
-        differences of prefix sums (:func:`_span_sums`): no work per (span, token) pair. Where a span's
-        tokens all score far below their run's maximum (``u`` would underflow), the pairs' own softmax
-        (each span shifted by its maximum) is taken instead."""
-        H, K, HK = self.H, self.K, self.H * self.K
-        B, n = len(role.first), len(Pr)
-        scores = Pr[:, HK:] + c  # (n, H)
+    def _pool(self, V: torch.Tensor, scores: torch.Tensor, role: SpanRole, runs: torch.Tensor) -> tuple:
+        """Each span's attention pool of its tokens' pool projections ``V`` ``(n, H, K)`` with attention
+        scores ``(n, H)``: ``(B, H, K)``. As sums over the spans' tokens: with ``u = exp(score - the
+        maximum of its run of rows)``, a token's weight before its span's normalisation (the same for every
+        span that holds it; a softmax does not change with the shift), a span's pool is its sum of ``u V``
+        over its sum of ``u``, both differences of prefix sums (:func:`_span_sums`): no work per (span,
+        token) pair. Where a span's tokens all score far below their run's maximum (``u`` would
+        underflow), the pairs' own softmax (each span shifted by its maximum) is taken instead."""
+        (n, H, K), B = V.shape, len(role.first)
         top = torch.full((int(runs[-1]) + 1, H), float("-inf"))
         top.scatter_reduce_(0, runs[:, None].expand(-1, H), scores, "amax")
         u = (scores - top[runs]).exp_()
-        V = Pr[:, :HK].view(n, H, K)
-        NZ = _span_sums(torch.cat([(u[..., None] * V).view(n, HK), u], 1), role.first, role.last)  # (B, HK + H)
-        Z = NZ[:, HK:]
+        NZ = _span_sums(torch.cat([(u[..., None] * V).view(n, H * K), u], 1), role.first, role.last)
+        Z = NZ[:, H * K :]
         if bool((Z > TINY_POOL_WEIGHT).all()):
-            pooled = NZ[:, :HK].view(B, H, K) / Z[..., None]
-            return pooled.view(B, HK), ("tokens", u, V, Z, pooled)
+            pooled = NZ[:, : H * K].view(B, H, K) / Z[..., None]
+            return pooled, ("tokens", u, V, Z, pooled)
         rows, span_of = role.pairs()
-        G = Pr.index_select(0, rows)  # (P, HK + H): pool projections, scores
-        scores = G[:, HK:] + c
-        top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), scores, "amax")
-        e = (scores - top[span_of]).exp_()
+        s = scores.index_select(0, rows)  # (P, H)
+        top = torch.full((B, H), float("-inf")).scatter_reduce_(0, span_of[:, None].expand(-1, H), s, "amax")
+        e = (s - top[span_of]).exp_()
         alpha = e / torch.zeros(B, H).index_add_(0, span_of, e)[span_of]  # softmax within each span
-        V = G[:, :HK].view(-1, H, K)
-        pooled = torch.zeros(B, HK).index_add_(0, span_of, (alpha[..., None] * V).view(-1, HK))
-        return pooled, ("pairs", alpha, V, rows, span_of)
+        Vp = V.index_select(0, rows)  # (P, H, K)
+        pooled = torch.zeros(B, H, K).index_add_(0, span_of, alpha[..., None] * Vp)
+        return pooled, ("pairs", alpha, Vp, rows, span_of)
 
-    def _grouped_projection(self, tokens: torch.Tensor, W: torch.Tensor, heads: torch.Tensor):
-        """Tokens of every layer ``(n, n_layers, dim)``: the columns of the heads that read one layer
-        projected from it (one product), each mixed head's from its own mix of the layers (``(M, n,
-        dim)``, its coefficients), each group's columns side by side, then put back in order. Returns the
-        projections ``(n, columns)`` and what the gradient needs."""
+    def _projections(self, tokens: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        """Tokens of every layer ``(n, n_layers, dim)``: each run of heads' columns projected from its
+        input, a layer or its head's mix (``(M, n, dim)``, its coefficients), into its columns of the
+        projections ``(n, H * P')`` (one product per input). Returns them and what the gradient needs."""
         n, n_layers, dim = tokens.shape
         layers = tokens.transpose(0, 1).reshape(n_layers, -1)  # (nl, n * dim)
         coef = self._coefficients()
         mixes = None if coef is None else (coef @ layers).view(-1, n, dim)  # (M, n, dim)
-        reads = self.reads[heads]  # each column's input
-        groups, counts = torch.unique(reads, return_counts=True)  # the inputs in order: mixes, then layers
-        inputs = [mixes[g] if g < 0 else tokens[:, g] for g in groups.tolist()]  # mixes[m - M] is mix m
-        if len(inputs) == 1:
-            return inputs[0] @ W, (layers, inputs, None, [W])
-        order = torch.argsort(reads, stable=True)  # input by input
-        pieces = W.index_select(1, order).split(counts.tolist(), 1)
-        mixed = torch.cat([x @ piece for x, piece in zip(inputs, pieces)], 1).index_select(1, torch.argsort(order))
-        return mixed, (layers, inputs, order, pieces)
+        xs = [mixes[read] if read < 0 else tokens[:, read] for _, _, read in self.inputs]  # mixes[m - M]: mix m
+        if len(xs) == 1:
+            return xs[0] @ W, (layers, xs, [slice(None)], W)
+        width = W.shape[1] // self.H
+        columns = [slice(h0 * width, h1 * width) for h0, h1, _ in self.inputs]
+        out = torch.empty(n, W.shape[1])
+        for x, cols in zip(xs, columns):
+            torch.mm(x, W[:, cols], out=out[:, cols])
+        return out, (layers, xs, columns, W)
 
     def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
-        out = self._forward(batch)[0]
-        return out.view(len(out), self.H, self.K)
+        return self._forward(batch)[0]
 
     def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, (heads, pools, mix) = self._forward(batch)
-        H, K, HK = self.H, self.K, self.H * self.K
-        B = len(yb)
-        p = torch.softmax(logits.view(B, H, K), -1)
-        p.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
-        g = p.view(B, HK) / B  # d(mean cross-entropy) / d(logits), per head
-        n = len(batch.tokens)
-        d_mixed = torch.zeros(n, len(heads))  # d loss / d each token's projection, filled column block by block
-        at = 0
-        for role, kept in zip(batch.roles, pools):
-            d_mixed[:, at : at + HK].index_add_(0, role.first, g)
+        logits, (layout, pools, inputs) = self._forward(batch)
+        H, K = self.H, self.K
+        B, n = len(yb), len(batch.tokens)
+        g = torch.softmax(logits, -1)
+        g.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
+        g /= B  # d(mean cross-entropy) / d(logits), per head: (B, H, K)
+        width = sum(w for _, w in layout)
+        d_mixed = torch.zeros(n, H, width)  # d loss / d each token's projections, filled role by role
+        for role, kept, (at, _) in zip(batch.roles, pools, layout):
+            d_mixed[..., at : at + K].index_add_(0, role.first, g)
             if kept is None:
-                at += HK
                 continue
-            d_mixed[:, at + HK : at + 2 * HK].index_add_(0, role.last, g)
-            d_pool = d_mixed[:, at + 2 * HK : at + 3 * HK + H]
+            d_mixed[..., at + K : at + 2 * K].index_add_(0, role.last, g)
+            d_V, d_score = d_mixed[..., at + 2 * K : at + 3 * K], d_mixed[..., at + 3 * K]
             if kept[0] == "tokens":  # pooled = N / Z, N = A (u V), Z = A u
                 _, u, V, Z, pooled = kept
-                gk = g.view(B, H, K)
-                dN = gk / Z[..., None]
-                dZ = -(gk * pooled).sum(-1) / Z
-                dT = _spread(torch.cat([dN.view(B, HK), dZ], 1), role.first, role.last, n)  # d / d (u V), d / d u
-                d_uV = dT[:, :HK].view(-1, H, K)
-                d_pool[:, :HK] = (u[..., None] * d_uV).view(-1, HK)
-                d_pool[:, HK:] = u * (dT[:, HK:] + (V * d_uV).sum(-1))  # d u / d score = u
+                dN = g / Z[..., None]
+                dZ = -(g * pooled).sum(-1) / Z
+                dT = _spread(torch.cat([dN.view(B, H * K), dZ], 1), role.first, role.last, n)  # d / d (u V), d / d u
+                d_uV = dT[:, : H * K].view(n, H, K)
+                d_V.copy_(u[..., None] * d_uV)
+                d_score.copy_(u * (dT[:, H * K :] + (V * d_uV).sum(-1)))  # d u / d score = u
             else:
-                _, alpha, V, rows, span_of = kept
-                gv = g.index_select(0, span_of).view(-1, H, K)
-                d_alpha = (V * gv).sum(-1)  # (P, H)
+                _, alpha, Vp, rows, span_of = kept
+                gv = g.index_select(0, span_of)  # (P, H, K)
+                d_alpha = (Vp * gv).sum(-1)  # (P, H)
                 centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
-                d_pool[:, :HK].index_add_(0, rows, (alpha[..., None] * gv).view(-1, HK))
-                d_pool[:, HK:].index_add_(0, rows, alpha * (d_alpha - centre))  # through the softmax
-            at += 3 * HK + H
-        if mix is None:
+                d_V.index_add_(0, rows, alpha[..., None] * gv)
+                d_score.index_add_(0, rows, alpha * (d_alpha - centre))  # through the softmax
+        d_mixed = d_mixed.view(n, -1)
+        if inputs is None:
             dW = batch.tokens.T @ d_mixed
         else:  # per input x: dW = x^T d (its columns); d loss / d a mixed head's coefficients = <layer, d W^T>
-            layers, inputs, order, pieces = mix
-            widths = [piece.shape[1] for piece in pieces]
-            d_pieces = [d_mixed] if order is None else d_mixed.index_select(1, order).split(widths, 1)
-            dW = torch.cat([x.T @ d for x, d in zip(inputs, d_pieces)], 1)
-            dW = dW if order is None else dW.index_select(1, torch.argsort(order))
-            if self.mix is not None:  # the mixes are the first inputs, in order
-                M = len(self.mixed)
-                d_x = torch.stack([d @ piece.T for d, piece in zip(d_pieces[:M], pieces[:M])]).view(M, -1)
+            layers, xs, columns, W = inputs
+            dW = torch.empty(xs[0].shape[1], d_mixed.shape[1])
+            for x, cols in zip(xs, columns):
+                torch.mm(x.T, d_mixed[:, cols], out=dW[:, cols])
+            if self.mix is not None:  # the mixes' inputs, in order (each head's m - M)
+                mixes = [cols for cols, (_, _, read) in zip(columns, self.inputs) if read < 0]
+                d_x = torch.stack([d_mixed[:, cols] @ W[:, cols].T for cols in mixes]).view(len(mixes), -1)
                 per_head = d_x @ layers.T  # (M, nl)
-        if len(heads) < self.W_all.shape[1]:  # a summed block's gradient is each of its three blocks'
-            blocks, at = [], 0
-            for kept, fold in zip(pools, self.folded):
-                d = dW[:, at : at + (HK if kept is None else 3 * HK + H)]
-                at += d.shape[1]
-                blocks += [d] if kept is not None or fold else [d, d, d, torch.zeros(len(d), H)]
-            dW = torch.cat(blocks, 1)
-        grads = [dW, g.sum(0)]
+        if width < self.P:  # a summed block's gradient is each of its three blocks'
+            d3, blocks = dW.view(len(dW), H, width), []
+            for (at, w), fold in zip(layout, self.folded):
+                d = d3[..., at : at + w]
+                summed = w == K and not fold
+                blocks += [d, d, d, torch.zeros(len(d), H, 1)] if summed else [d]
+            dW = torch.cat(blocks, 2).view(len(dW), -1)
+        grads = [dW, g.sum(0).view(-1)]
         if self.mix is not None:
             weights = torch.softmax(self.mix, -1)
             dweights = per_head * self.gamma[:, None]
@@ -305,7 +304,9 @@ class StackedSpanLinear:
             lr = torch.zeros(H)
             lr[active] = self.lr[active]
             mixed = lr[self.mixed]
-            rates = [self._per_column(lr), lr.repeat_interleave(K)] + ([mixed[:, None], mixed] if self.mixed else [])
+            rates = [lr.repeat_interleave(self.P), lr.repeat_interleave(K)] + (
+                [mixed[:, None], mixed] if self.mixed else []
+            )
             shared = float(lr[0]) if len(active) == H and bool((lr == lr[0]).all()) else None
             self._rates = (list(active), rates, 1 - lr * self.weight_decay, shared)
         self.steps += 1
@@ -314,26 +315,21 @@ class StackedSpanLinear:
             c.mul_(self._rates[2])
         self.averaged.update()
 
-    def _columns(self, h: int, fold: bool) -> torch.Tensor:
-        """Head ``h``'s columns of a role's ``W[r]``: its K (folded), or its 3 K and attention vector."""
-        HK, k = self.H * self.K, torch.arange(h * self.K, (h + 1) * self.K)
-        return k if fold else torch.cat([k, HK + k, 2 * HK + k, torch.tensor([3 * HK + h])])
-
     def snapshot(self, h: int):
-        k = slice(h * self.K, (h + 1) * self.K)
-        state = [W[:, self._columns(h, fold)].clone() for W, fold in zip(self.W, self.folded)]
-        state += [c[h].clone() for c in self.c] + [self.b[k].clone(), self.decayed[h].clone()]
+        state = [self.W3[:, h].clone()] + [c[h].clone() for c in self.c]
+        state += [self.b[h * self.K : (h + 1) * self.K].clone(), self.decayed[h].clone()]
         m = self.mixed.index(h) if h in self.mixed else None
         return state + ([] if m is None else [self.mix[m].clone(), self.gamma[m].clone()])
 
     def restore(self, h: int, state) -> None:
-        k, R = slice(h * self.K, (h + 1) * self.K), len(self.W)
-        for W, fold, c, w_state, c_state in zip(self.W, self.folded, self.c, state[:R], state[R : 2 * R]):
-            W[:, self._columns(h, fold)], c[h] = w_state, c_state
-        self.b[k], self.decayed[h] = state[2 * R : 2 * R + 2]
+        R = len(self.c)
+        self.W3[:, h] = state[0]
+        for c, value in zip(self.c, state[1 : 1 + R]):
+            c[h] = value
+        self.b[h * self.K : (h + 1) * self.K], self.decayed[h] = state[1 + R : 3 + R]
         if h in self.mixed:
             m = self.mixed.index(h)
-            self.mix[m], self.gamma[m] = state[2 * R + 2 :]
+            self.mix[m], self.gamma[m] = state[3 + R :]
 
     def decay(self, h: int, factor: float) -> None:
         self.lr[h] *= factor
@@ -341,22 +337,22 @@ class StackedSpanLinear:
 
     def copy_head_into(self, h: int, module: nn.Module) -> nn.Module:
         """Head ``h``'s parameters into ``module``, which ``span_probe.TrainedSpanProbe`` predicts with."""
-        dim, k = self.W[0].shape[0], slice(h * self.K, (h + 1) * self.K)
+        dim, K = self.W3.shape[0], self.K
         with torch.no_grad():
-            for r, (W, c, fold) in enumerate(zip(self.W, self.c, self.folded)):
-                cols = self._columns(h, fold)
+            for r, (c, fold) in enumerate(zip(self.c, self.folded)):
+                W = self.W3[:, h, self.starts[r] : self.starts[r + 1]]
                 if fold:  # each block M + D (its start - M's start), the attention vector D times its start
-                    starts, attention = self._offsets[r]
-                    blocks = [W[:, cols] + self.decayed[h] * start[:, k] for start in starts]
-                    attention = self.decayed[h] * attention[:, h]
+                    starts, attention = self._offsets[h][r]
+                    blocks = [W + self.decayed[h] * start for start in starts]
+                    attention = self.decayed[h] * attention
                 else:
-                    blocks = [W[:, cols[p * self.K : (p + 1) * self.K]] for p in range(3)]
-                    attention = W[:, cols[-1]]
+                    blocks = [W[:, p * K : (p + 1) * K] for p in range(3)]
+                    attention = W[:, 3 * K]
                 for p, block in enumerate(blocks):
                     module.net.weight[:, (3 * r + p) * dim : (3 * r + p + 1) * dim] = block.T
                 module.attention[r].weight[0] = attention
                 module.attention[r].bias[0] = c[h]
-            module.net.bias.copy_(self.b[h * self.K : (h + 1) * self.K])
+            module.net.bias.copy_(self.b[h * K : (h + 1) * K])
             if h in self.mixed:
                 m = self.mixed.index(h)
                 module.mix_weights.copy_(self.mix[m])
