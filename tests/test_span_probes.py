@@ -325,6 +325,37 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
         assert not torch.equal(stacked.mix[-1], torch.zeros(3))  # the mix did train
 
 
+def test_a_token_batch_holds_each_covered_row_once_in_order_and_its_spans_as_rows_of_it():
+    """token_batch finds the covered rows from the spans' intervals alone: checked against the rows of
+    every (span, token) pair, sorted and made unique, on random overlapping, nested, touching and
+    separate spans of one or two roles."""
+    from probing_lab.probing.span_batches import token_batch
+
+    class Rows:  # take() returns the rows asked for
+        def take(self, rows):
+            return rows
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n_roles, B = int(rng.integers(1, 3)), int(rng.integers(1, 40))
+        spans = []
+        for _ in range(n_roles):
+            start = rng.integers(0, 120, B)
+            spans.append(torch.as_tensor(np.stack([start, start + rng.integers(1, 15, B)], 1)))
+        batch = token_batch(Rows(), spans)
+        covered = np.unique(np.concatenate([np.arange(s, e) for span in spans for s, e in span.numpy()]))
+        assert batch.tokens.tolist() == covered.tolist()
+        runs = np.concatenate(([0], np.cumsum(covered[1:] != covered[:-1] + 1)))  # consecutive rows: one run
+        assert batch.runs.tolist() == runs.tolist()
+        for span, role in zip(spans, batch.roles):
+            assert covered[role.first.numpy()].tolist() == span[:, 0].tolist()
+            assert covered[role.last.numpy()].tolist() == (span[:, 1] - 1).tolist()
+            rows, span_of = role.pairs()
+            expected = [(r, i) for i, (s, e) in enumerate(span.numpy()) for r in range(s, e)]
+            assert list(zip(covered[rows.numpy()].tolist(), span_of.tolist())) == expected
+            assert role.one_token == bool((span[:, 1] - span[:, 0] == 1).all())
+
+
 def test_a_span_far_below_its_sentences_attention_maximum_pools_as_the_module_does():
     """Pool weights shifted by their run's maximum underflow for a span whose tokens all score ~100
     below it: such a span is pooled from its pairs (each span shifted by its own maximum), finite and
