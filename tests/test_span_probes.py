@@ -354,6 +354,14 @@ def test_a_token_batch_holds_each_covered_row_once_in_order_and_its_spans_as_row
             expected = [(r, i) for i, (s, e) in enumerate(span.numpy()) for r in range(s, e)]
             assert list(zip(covered[rows.numpy()].tolist(), span_of.tolist())) == expected
             assert role.one_token == bool((span[:, 1] - span[:, 0] == 1).all())
+            if not role.one_token:  # the membership, and its transpose, as CSR
+                member = np.zeros((len(span), len(covered)))
+                member[span_of.numpy(), rows.numpy()] = 1
+                for (pointers, columns), expected in [(role.members[:2], member), (role.members[2:], member.T)]:
+                    A = torch.sparse_csr_tensor(
+                        pointers, columns, torch.ones(len(columns)), expected.shape, check_invariants=True
+                    )
+                    assert np.array_equal(A.to_dense().numpy(), expected)
 
 
 def test_a_span_far_below_its_sentences_attention_maximum_pools_as_the_module_does():

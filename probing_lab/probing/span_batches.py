@@ -46,15 +46,19 @@ class StandardisedTokens:
 
 class SpanRole(NamedTuple):
     """One span role of a :class:`TokenBatch`: each span's first and last token ``(B,)``, as rows of
-    the batch's tokens (a span's tokens are the rows between, all of them: it lies within one run)."""
+    the batch's tokens (a span's tokens are the rows between, all of them: it lies within one run);
+    ``members``: the span x token membership as a 0/1 matrix in CSR form, pointers ``(B + 1,)`` and
+    token rows ``(P,)`` (``P`` = the spans' summed lengths), then its transpose's, pointers ``(n + 1,)``
+    and spans ``(P,)`` (None when every span is one token long: nothing to pool)."""
 
     first: torch.Tensor
     last: torch.Tensor
+    members: Optional[tuple] = None
 
     @property
     def one_token(self) -> bool:
         """Whether every span is one token long."""
-        return bool(torch.equal(self.first, self.last))
+        return self.members is None
 
     def pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (span, token) pair, span by span: its token's row and its span, ``(P,)`` each (``P`` =
@@ -96,8 +100,21 @@ def token_batch(source: StandardisedTokens, spans: list[torch.Tensor]) -> TokenB
     last = first + (every[:, 1] - every[:, 0]) - 1
     at, roles = np.cumsum([0] + [len(b) for b in bounds]), []
     for i in range(len(bounds)):
-        roles.append(SpanRole(torch.from_numpy(first[at[i] : at[i + 1]]), torch.from_numpy(last[at[i] : at[i + 1]])))
+        ends = first[at[i] : at[i + 1]], last[at[i] : at[i + 1]]
+        members = None if np.array_equal(*ends) else _membership(*ends, len(rows))
+        roles.append(SpanRole(*map(torch.from_numpy, ends), members))
     return TokenBatch(source.take(torch.from_numpy(rows)), roles, torch.from_numpy(runs))
+
+
+def _membership(first: np.ndarray, last: np.ndarray, n: int) -> tuple:
+    """``SpanRole.members`` of spans ``first..last`` over ``n`` rows."""
+    lengths = last - first + 1
+    pointers = np.concatenate(([0], np.cumsum(lengths)))
+    rows = np.arange(pointers[-1]) + np.repeat(first - pointers[:-1], lengths)
+    span_of = np.repeat(np.arange(len(first)), lengths)
+    order = np.argsort(rows.astype(np.uint16) if n <= 1 << 16 else rows, kind="stable")  # uint16: a radix sort
+    by_token = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n))))
+    return tuple(torch.from_numpy(a) for a in (pointers, rows, by_token, span_of[order]))
 
 
 def sentence_batches(
