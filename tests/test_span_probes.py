@@ -282,10 +282,10 @@ def test_stacked_span_heads_step_as_torch_adamw_with_autograd(mix, pairs, one_to
     lengths = rng.integers(1, 12, size=starts.shape)  # several lengths per minibatch, overlapping spans
     if one_token:
         lengths[..., 0] = 1  # the first role's spans all one token long
-    labels = torch.as_tensor(rng.integers(0, k, size=(6, 32, 3)))
+    labels = torch.as_tensor(rng.integers(0, k, size=(6, 32, 4)))
     source = StandardisedTokens(tokens.numpy(), torch.zeros(tokens.shape[1:]), torch.ones(tokens.shape[1:]))
-    # "layers": layer 2, layer 2 (one product), then a mix; two heads: layer 1, then a mix; one: a mix
-    reads = ([2, 2, None] if n_heads == 2 else [None]) if mix == "layers" else [None if mix else -1] * n_heads
+    # "layers": layer 1 (stops early: then not projected), layer 2 twice (one product), a mix; or one mix
+    reads = ([1, 2, 2, None] if n_heads == 2 else [None]) if mix == "layers" else [None if mix else -1] * n_heads
     n_heads = len(reads)
     cfg = ProbeConfig(lr=0.05, weight_decay=0.01, mix=bool(mix))
     modules = []

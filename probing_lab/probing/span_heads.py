@@ -165,9 +165,11 @@ class StackedSpanLinear:
             pieces.append(3 * W if fold else W[..., :K] + W[..., K : 2 * K] + W[..., 2 * K : 3 * K] if one else W)
         return torch.cat(pieces, 2).reshape(len(self.W_all), -1)
 
-    def _forward(self, batch: TokenBatch) -> tuple[torch.Tensor, tuple]:
+    def _forward(self, batch: TokenBatch, active: Optional[list[int]] = None) -> tuple[torch.Tensor, tuple]:
         """Logits ``(B, H, K)`` and what the gradient needs: the columns' layout, per span role what its
-        pool's gradient needs (:meth:`_pool`; None for a role of one-token spans), and the inputs'."""
+        pool's gradient needs (:meth:`_pool`; None for a role of one-token spans), and the inputs'.
+        ``active``: the heads still training (the others' logits are not used: an input none of them
+        reads is not projected)."""
         H, K = self.H, self.K
         single = [role.one_token for role in batch.roles]
         if any(fold and not one for one, fold in zip(single, self.folded)):
@@ -177,7 +179,7 @@ class StackedSpanLinear:
         if self.inputs is None:
             mixed, inputs = batch.tokens @ W, None  # (n, H * P'): each token projected once for all its spans
         else:
-            mixed, inputs = self._projections(batch.tokens, W)
+            mixed, inputs = self._projections(batch.tokens, W, active)
         n = len(mixed)
         per_head = mixed.view(n, H, -1)
         logits, pools = self.b.view(H, K), []
@@ -221,23 +223,28 @@ class StackedSpanLinear:
         pooled = torch.zeros(B, H, K).index_add_(0, span_of, alpha[..., None] * Vp)
         return pooled, ("pairs", alpha, Vp, rows, span_of)
 
-    def _projections(self, tokens: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+    def _projections(self, tokens: torch.Tensor, W: torch.Tensor, active=None) -> tuple[torch.Tensor, tuple]:
         """Tokens of every layer ``(n, n_layers, dim)``: each run of heads' columns projected from its
         input, a layer or its head's mix (``(M, n, dim)``, its coefficients), into its columns of the
-        projections ``(n, H * P')`` (one product per input). Returns them and what the gradient needs."""
+        projections ``(n, H * P')`` (one product per input; zeros for an input whose heads have all
+        stopped). Returns them and what the gradient needs."""
         n, n_layers, dim = tokens.shape
         layers = tokens.transpose(0, 1).reshape(n_layers, -1)  # (nl, n * dim)
         coef = self._coefficients()
         mixes = None if coef is None else (coef @ layers).view(-1, n, dim)  # (M, n, dim)
         xs = [mixes[read] if read < 0 else tokens[:, read] for _, _, read in self.inputs]  # mixes[m - M]: mix m
         if len(xs) == 1:
-            return xs[0] @ W, (layers, xs, [slice(None)], W)
+            return xs[0] @ W, (layers, xs, [slice(None)], W, [True])
         width = W.shape[1] // self.H
         columns = [slice(h0 * width, h1 * width) for h0, h1, _ in self.inputs]
+        live = [active is None or any(h0 <= h < h1 for h in active) for h0, h1, _ in self.inputs]
         out = torch.empty(n, W.shape[1])
-        for x, cols in zip(xs, columns):
-            torch.mm(x, W[:, cols], out=out[:, cols])
-        return out, (layers, xs, columns, W)
+        for x, cols, on in zip(xs, columns, live):
+            if on:
+                torch.mm(x, W[:, cols], out=out[:, cols])
+            else:
+                out[:, cols] = 0.0
+        return out, (layers, xs, columns, W, live)
 
     def logits(self, batch: TokenBatch) -> torch.Tensor:
         """``(B, H, K)``: every head's logits."""
@@ -245,11 +252,11 @@ class StackedSpanLinear:
 
     def step(self, batch: TokenBatch, yb: torch.Tensor, active: list[int]) -> None:
         """One AdamW step of the active heads on a minibatch; ``yb``: ``(B, H)`` label ids."""
-        logits, (layout, pools, inputs) = self._forward(batch)
+        logits, (layout, pools, inputs) = self._forward(batch, active)
         H, K = self.H, self.K
         B, n = len(yb), len(batch.tokens)
         g = torch.softmax(logits, -1)
-        g.view(-1, K)[torch.arange(B * H), yb.reshape(-1)] -= 1.0
+        g.view(-1, K).scatter_add_(1, yb.reshape(-1, 1), torch.full((B * H, 1), -1.0))
         g /= B  # d(mean cross-entropy) / d(logits), per head: (B, H, K)
         width = sum(w for _, w in layout)
         d_mixed = torch.zeros(n, H, width)  # d loss / d each token's projections, filled role by role
@@ -280,14 +287,20 @@ class StackedSpanLinear:
         if inputs is None:
             dW = batch.tokens.T @ d_mixed
         else:  # per input x: dW = x^T d (its columns); d loss / d a mixed head's coefficients = <layer, d W^T>
-            layers, xs, columns, W = inputs
+            layers, xs, columns, W, live = inputs
             dW = torch.empty(xs[0].shape[1], d_mixed.shape[1])
-            for x, cols in zip(xs, columns):
-                torch.mm(x.T, d_mixed[:, cols], out=dW[:, cols])
+            for x, cols, on in zip(xs, columns, live):
+                if on:
+                    torch.mm(x.T, d_mixed[:, cols], out=dW[:, cols])
+                else:
+                    dW[:, cols] = 0.0
             if self.mix is not None:  # the mixes' inputs, in order (each head's m - M)
-                mixes = [cols for cols, (_, _, read) in zip(columns, self.inputs) if read < 0]
-                d_x = torch.stack([d_mixed[:, cols] @ W[:, cols].T for cols in mixes]).view(len(mixes), -1)
-                per_head = d_x @ layers.T  # (M, nl)
+                mixes = [(cols, on) for cols, on, (_, _, read) in zip(columns, live, self.inputs) if read < 0]
+                d_x = torch.zeros(len(mixes), *xs[0].shape)
+                for into, (cols, on) in zip(d_x, mixes):
+                    if on:
+                        torch.mm(d_mixed[:, cols], W[:, cols].T, out=into)
+                per_head = d_x.view(len(mixes), -1) @ layers.T  # (M, nl)
         if width < self.P:  # a summed block's gradient is each of its three blocks'
             d3, blocks = dW.view(len(dW), H, width), []
             for (at, w), fold in zip(layout, self.folded):
