@@ -259,7 +259,7 @@ class StackedSpanLinear:
         g.view(-1, K).scatter_add_(1, yb.reshape(-1, 1), torch.full((B * H, 1), -1.0))
         g /= B  # d(mean cross-entropy) / d(logits), per head: (B, H, K)
         width = sum(w for _, w in layout)
-        d_mixed = torch.zeros(n, H, width)  # d loss / d each token's projections, filled role by role
+        d_mixed = torch.empty(n, H, width)  # d loss / d each token's projections: every column set, role by role
         for role, kept, (at, _) in zip(batch.roles, pools, layout):
             # summed into contiguous memory, then copied: index_add_ into a strided slice was ~8x slower
             d_mixed[..., at : at + K] = torch.zeros(n, H, K).index_add_(0, role.first, g)
@@ -281,6 +281,8 @@ class StackedSpanLinear:
                 gv = g.index_select(0, span_of)  # (P, H, K)
                 d_alpha = (Vp * gv).sum(-1)  # (P, H)
                 centre = torch.zeros(B, H).index_add_(0, span_of, alpha * d_alpha)[span_of]
+                d_V.zero_()
+                d_score.zero_()
                 d_V.index_add_(0, rows, alpha[..., None] * gv)
                 d_score.index_add_(0, rows, alpha * (d_alpha - centre))  # through the softmax
         d_mixed = d_mixed.view(n, -1)
