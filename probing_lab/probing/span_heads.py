@@ -78,7 +78,7 @@ class StackedSpanLinear:
         K, dim, R = self.K, first.attention[0].in_features, len(first.attention)
         self.folded = list(folded) if folded else [False] * R
         self.widths = [K if fold else 3 * K + 1 for fold in self.folded]  # a head's columns per role
-        self.starts = torch.tensor([0] + self.widths).cumsum(0).tolist()  # where each role's begin in a head's
+        self.starts = torch.tensor([0] + self.widths).cumsum(0).tolist()  # where each role's columns begin, per head
         heads, self._offsets = [], []
         for m in modules:
             weight, roles, offsets = m.net.weight.detach(), [], []

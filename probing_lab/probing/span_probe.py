@@ -17,7 +17,8 @@ on minibatches of spans of similar length (little padding). Token features are s
 the training tokens' mean and deviation as a minibatch reads them (``span_batches.StandardisedTokens``:
 from an array, or from the feature cache's memory map, with no copy of the whole token matrix).
 ``fit_span_probes`` trains the probes of several label sets (a task and its control task) on the
-same minibatches, read once.
+same minibatches, read once; ``fit_span_layers`` (linear probes) those of several layers of one model and
+their mix too, side by side on the tokens of every layer, each as it would train alone.
 """
 
 from __future__ import annotations
