@@ -62,11 +62,12 @@ class SpanRole(NamedTuple):
 
     def pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (span, token) pair, span by span: its token's row and its span, ``(P,)`` each (``P`` =
-        the spans' summed lengths)."""
-        lengths = self.last - self.first + 1
-        span_of = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
-        starts = lengths.cumsum(0) - lengths
-        return self.first[span_of] + torch.arange(len(span_of)) - starts[span_of], span_of
+        the spans' summed lengths): the rows of ``members``, each with the span its pointers give it."""
+        spans = torch.arange(len(self.first))
+        if self.members is None:  # one token each
+            return self.first, spans
+        pointers, rows = self.members[:2]
+        return rows, torch.repeat_interleave(spans, pointers.diff())
 
 
 @dataclass

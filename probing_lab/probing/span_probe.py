@@ -169,6 +169,11 @@ def _token_statistics(X: SpanInputs) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32).clamp_min(1e-4)
 
 
+def _token_shape(X: SpanInputs) -> tuple:
+    """The shape of ``X``'s tokens: an array, LayerRows, or a nested list."""
+    return getattr(X.tokens, "shape", None) or np.shape(X.tokens)
+
+
 def _one_token_roles(*inputs: SpanInputs) -> list[bool]:
     """Per span role, whether every span of ``inputs`` is one token long."""
     return [all(bool(np.all(s[:, 1] - s[:, 0] == 1)) for s in spans) for spans in zip(*(x.roles for x in inputs))]
@@ -189,7 +194,7 @@ def fit_span_probes(
     them; each probe has its own initialisation, optimizer and early stopping and sees the same
     minibatches, so it is the probe :func:`fit_span_probe` trains alone (an MLP's dropout aside)."""
     config = config or ProbeConfig()
-    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)  # an array, LayerRows, or a nested list
+    shape = _token_shape(X)
     if config.mix != (len(shape) == 3):
         raise ValueError("mix=True needs tokens (n_tokens, n_layers, dim), and only then")
     return _fit(X, ys, X_dev, ys_dev, n_classes, config, [None if config.mix else -1])[0]
@@ -203,7 +208,7 @@ def fit_span_layers(
     dim)`` (``LayerRows`` "mix"): each probe is the one :func:`fit_span_probes` trains on its layer
     alone (``config`` with ``mix`` set for "mix"), and every step's reading of the minibatch and its
     few dozen small operations are shared. Returns per key its probes, in the order of ``ys``."""
-    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)
+    shape = _token_shape(X)
     if len(shape) != 3:
         raise ValueError("fit_span_layers needs tokens of every layer (n_tokens, n_layers, dim)")
     if config.kind != "linear":
@@ -223,7 +228,7 @@ def _fit(X: SpanInputs, ys: list, X_dev: SpanInputs, ys_dev: list, n_classes: in
         raise ValueError("no training spans for the probe")
     if config.optimizer != "adamw":
         raise ValueError(f"the span probe trains with adamw (got optimizer {config.optimizer!r})")
-    shape = getattr(X.tokens, "shape", None) or np.shape(X.tokens)
+    shape = _token_shape(X)
     Y = torch.stack([torch.as_tensor(np.asarray(y), dtype=torch.long) for y in ys], 1)  # (N, label sets)
     Yd = np.stack([np.asarray(y) for y in ys_dev], 1) if len(X_dev) else np.zeros((0, len(ys)), dtype=np.int64)
     Y, Yd = Y.repeat(1, len(reads)), np.tile(Yd, len(reads))  # (N, heads): entry by entry, a head per label set
