@@ -57,6 +57,8 @@ def test_layer_rows_read_in_chunks_what_the_whole_layer_holds(features, key):
     np.testing.assert_array_equal(
         np.concatenate([rows.read(lo, min(lo + 7, len(rows))) for lo in range(0, len(rows), 7)]), whole
     )
+    part = rows.read(2, 9)  # what every probe fit expects: float32 rows, one after the other in memory
+    assert part.dtype == np.float32 and part.flags["C_CONTIGUOUS"] and part.shape == (7, *whole.shape[1:])
     picked = np.array([3, 4, 9, 30])
     view = rows[picked]
     assert len(view) == 4

@@ -348,8 +348,9 @@ class LayerRows:
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         # a fresh map per read, dropped after the copy: the pages read stay in the page cache
-        # (fast next time) but not in this process's memory
-        layers = np.load(self.features.path / "layers.npy", mmap_mode="r")
+        # (fast next time) but not in this process's memory. Copy-on-write, as torch takes an array
+        # to convert: nothing writes to it
+        layers = np.load(self.features.path / "layers.npy", mmap_mode="c")
         rows = slice(lo, hi) if self.index is None else self.index[lo:hi]
         out = self._rows(layers, rows, max(0, min(hi, self.n) - lo))
         del layers
@@ -376,16 +377,23 @@ class LayerRows:
         return torch.index_select(take_layer(layers, self.key), 0, idx).float().numpy()
 
     def _rows(self, layers: np.ndarray, rows, n: int) -> np.ndarray:
-        """float32 ``(n, *row_shape)`` of ``layers[:, rows]``, the layer key's part."""
-        if self.key == "mix":  # (rows, n_layers, dim), filled a layer at a time: numpy converts contiguous float16
-            # rows fast and a transposed view slowly (EWT's 204,577 training rows: 0.6 s against 4.5 s)
-            out = np.empty((n, len(layers), layers.shape[-1]), dtype=np.float32)
-            for k in range(len(layers)):
-                out[:, k] = layers[k, rows]
-            return out
+        """float32 ``(n, *row_shape)`` of ``layers[:, rows]``, the layer key's part. float16 is converted by
+        torch: EWT's 204,577 training rows of a layer in 0.09-0.11 s, numpy's 0.15-0.48 s."""
+        import torch
+
         if self.key == MEAN:
             return np.ascontiguousarray(layers[:, rows].astype(np.float32).mean(axis=0))
-        return np.ascontiguousarray(take_layer(layers, self.key)[rows], dtype=np.float32)
+        source = torch.from_numpy(layers)
+        if not isinstance(rows, slice):
+            rows = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        pick = (lambda x: x[rows]) if isinstance(rows, slice) else (lambda x: torch.index_select(x, 0, rows))
+        if self.key == "mix":  # (rows, n_layers, dim), filled a layer at a time: contiguous float16 rows convert
+            # fast and a transposed view slowly (numpy: EWT's 204,577 training rows 0.6 s against 4.5 s)
+            out = torch.empty(n, len(layers), layers.shape[-1])
+            for k in range(len(layers)):
+                out[:, k] = pick(source[k])
+            return out.numpy()
+        return pick(take_layer(source, self.key)).float().contiguous().numpy()
 
 
 def _open(path: Path, key: str) -> Features:
