@@ -444,6 +444,31 @@ def test_ewt_counts(shared):
     assert all(t.upos and t.head is not None for t in sentences[0].tokens)
 
 
+def test_reading_a_dataset_pauses_the_cycle_collector_and_leaves_it_as_it_was(tmp_path, monkeypatch):
+    import gc
+
+    folder = tmp_path / "ud-english-ewt"
+    folder.mkdir()
+    (folder / "en_ewt-ud-dev.conllu").write_text("1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\tSpaceAfter=No\n\n")
+    seen = []
+    read = registry.read_conllu
+    monkeypatch.setattr(registry, "read_conllu", lambda *a: seen.append(gc.isenabled()) or read(*a))
+    assert gc.isenabled()
+    (sentence,) = load_dataset("ewt", "dev", tmp_path)
+    assert sentence.words == ["Hi"] and sentence.tokens[0].extra == {"misc": "SpaceAfter=No"}
+    assert seen == [False] and gc.isenabled()  # off while reading, on again after
+    gc.disable()
+    try:
+        load_dataset("ewt", "dev", tmp_path)
+        assert not gc.isenabled()  # whoever switched it off switches it on
+    finally:
+        gc.enable()
+    monkeypatch.setattr(registry, "read_conllu", lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        load_dataset("ewt", "dev", tmp_path)
+    assert gc.isenabled()  # a reader that fails leaves it on too
+
+
 def test_default_data_dir_is_shared(shared, monkeypatch):
     monkeypatch.delenv("PROBING_LAB_DATA", raising=False)
     if registry.resolve_data_dir()[0] != ROOT.parent / "shared" / "datasets":

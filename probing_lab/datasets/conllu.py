@@ -106,14 +106,19 @@ def iter_conllu(
             )
         if head != "_" and not head.isdigit():
             raise DatasetFormatError(f"{name}:{lineno}: expected an integer HEAD or '_', got {head!r}")
+        extra = {}  # written out: a comprehension per token was a seventh of reading EWT
+        if feats != "_":
+            extra["feats"] = feats
+        if cols[9] != "_":
+            extra["misc"] = cols[9]
         token = Token(
             form=form,
             lemma=lemma if lemma != "_" or form == "_" else None,
-            upos=_opt(upos),
-            xpos=_opt(xpos),
+            upos=None if upos == "_" else upos,
+            xpos=None if xpos == "_" else xpos,
             head=None if head == "_" else int(head),
-            deprel=_opt(deprel),
-            extra={key: value for key, value in (("feats", feats), ("misc", cols[9])) if value != "_"},
+            deprel=None if deprel == "_" else deprel,
+            extra=extra,
         )
         if column is not None:
             value = _opt(cols[column]) if feature is None else _feature(cols[column], feature, f"{name}:{lineno}")

@@ -16,6 +16,8 @@ in ``/usr/share/wordnet`` (the installed package). The data directory is ``data_
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
@@ -163,6 +165,27 @@ def load_dataset(name: str, split: str | None = None, data_dir: str | Path | Non
     ``ewt-deprel-spans`` are labelled spans for the span task (``Sentence.spans``; see ``span_tasks``).
     Raises ValueError for an unknown name or split, DatasetMissingError when files are missing.
     """
+    with _cycle_collection_paused():
+        return _load_dataset(name, split, data_dir)
+
+
+@contextmanager
+def _cycle_collection_paused():
+    """Python's cyclic garbage collector paused while a split is read: its sentences are hundreds of
+    thousands of small objects without cycles (tokens, their dicts and lists), which the collector would
+    walk again and again as they are made, freeing nothing (EWT's train, dev and test read in 1.6-1.75 s with
+    it, 0.65 s without; the PTB sample's 2.2-2.3 s, 1.25-1.3 s). Reference counting still frees them."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:  # read inside another read (a derived dataset): the outer one switches it back on
+            gc.enable()
+            gc.collect(1)  # the young objects walked once and moved to the oldest generation, as they were
+
+
+def _load_dataset(name: str, split: str | None, data_dir: str | Path | None) -> list[Sentence]:
     _check_split(name, split)
     if name in DERIVED:  # a sentence task made from another dataset (probing_lab.datasets.sentence_tasks)
         return derive(name, load_dataset(DERIVED[name][0], split, data_dir), split)
