@@ -26,6 +26,7 @@ import numpy as np
 
 RESAMPLES = 2000
 LEVEL = 0.95
+COUNTS_BYTES = 64 << 20  # the draw counts as a matrix up to this size (2,000 resamples of 4,000 units)
 SMALL_UNITS = 50  # fewer test units than this: a warning
 WIDE = 0.05  # a half-width above this at the majority rate: a warning
 
@@ -71,6 +72,7 @@ class Bootstrap:
         rng = np.random.default_rng(seed)
         self.draws = rng.integers(0, n_units, size=(resamples, n_units), dtype=np.int32)
         self._done: dict[int, tuple[Outcomes, np.ndarray]] = {}  # a scorer's interval and comparisons share it
+        self._counts: Optional[np.ndarray] = None  # (resamples, n_units): how often each resample draws each unit
 
     def distribution(self, outcomes: Outcomes) -> np.ndarray:
         """The score on each resampled test set, ``(resamples,)``; computed once per scorer."""
@@ -78,11 +80,26 @@ class Bootstrap:
         if seen is not None and seen[0] is outcomes:
             return seen[1]
         num, den = outcomes.per_unit(self.n_units)
-        totals = den[self.draws].sum(axis=1)
+        totals = self._sums(den)
         with np.errstate(invalid="ignore", divide="ignore"):
-            scores = num[self.draws].sum(axis=1) / totals
+            scores = self._sums(num) / totals
         self._done[id(outcomes)] = (outcomes, scores)  # the scorer is kept, so its id is not reused
         return scores
+
+    def _sums(self, per_unit: np.ndarray) -> np.ndarray:
+        """Each resample's sum of the per-unit values, ``(resamples,)``. Whole numbers (counts: right
+        answers, items) are summed as one product with how often each resample draws each unit, which
+        gives the same numbers in any order of adding (EWT's 2,077 test sentences: 1.2 ms against 15-20 ms
+        gathered and summed; a run computes dozens); others, or draws too many for that matrix
+        (``COUNTS_BYTES``), are gathered and summed."""
+        whole = np.array_equal(per_unit, np.round(per_unit)) and np.abs(per_unit).sum() < 2**52 / self.n_units
+        if not whole or self.draws.size * 8 > COUNTS_BYTES:
+            return per_unit[self.draws].sum(axis=1)
+        if self._counts is None:
+            resamples, n = self.draws.shape
+            cells = (np.arange(resamples, dtype=np.int64)[:, None] * n + self.draws).ravel()
+            self._counts = np.bincount(cells, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
+        return self._counts @ per_unit.astype(np.float64)
 
     def interval(self, outcomes: Outcomes, level: float = LEVEL) -> list[float]:
         """The percentile interval of the score, ``[lo, hi]``."""

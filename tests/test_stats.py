@@ -45,6 +45,24 @@ def test_the_95_percent_interval_covers_a_known_accuracy_in_93_to_97_percent_of_
     assert 0.93 <= covered / 400 <= 0.97, covered / 400
 
 
+def test_resampled_sums_are_the_gathered_sums_to_the_bit(monkeypatch):
+    import probing_lab.stats as stats
+
+    rng = np.random.default_rng(3)
+    boot = Bootstrap(300, resamples=500, seed=1)
+    counts = rng.integers(0, 40, 300).astype(np.float64)  # right answers per sentence: whole numbers
+    fractions = rng.random(300)  # e.g. a weighted score's values: gathered and summed, as always
+    for values in (counts, fractions, -counts):
+        np.testing.assert_array_equal(boot._sums(values), values[boot.draws].sum(axis=1))
+    assert boot._counts is not None and boot._counts.sum(axis=1).tolist() == [300.0] * 500
+    monkeypatch.setattr(stats, "COUNTS_BYTES", 8)  # too many draws for the matrix: gathered
+    big = Bootstrap(300, resamples=500, seed=1)
+    np.testing.assert_array_equal(big._sums(counts), boot._sums(counts))
+    assert big._counts is None
+    right = Outcomes(value=(rng.random(900) < 0.7).astype(float), unit=rng.integers(0, 300, 900))
+    assert boot.interval(right) == big.interval(right)
+
+
 def test_two_identical_prediction_sets_differ_by_zero_with_p_one():
     o = synthetic(np.random.default_rng(0), 0.7, 50)
     c = Bootstrap(50).compare(o, o)
