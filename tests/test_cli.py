@@ -42,3 +42,18 @@ def test_demo_runs(capsys):
     l0 = next(line.split() for line in text.splitlines() if re.match(r"\s+L0\s+\d", line))
     assert l0[1] == l0[4] == "0.467" and l0[3] != "n/a"  # random-init cpu-tiny of another seed beside it
     assert "(the higher of the upper layers): nearest-neighbour sense accuracy" in text
+
+
+def test_the_program_runs_main_then_leaves_its_objects_out_of_the_exit_collection(monkeypatch):
+    import gc
+    import tomllib
+    from pathlib import Path
+
+    from probing_lab import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "main", lambda: calls.append("main") or 3)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))  # this test process is not frozen
+    assert cli.command_line() == 3 and calls == ["main", "freeze"]
+    scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["probing-lab"] == "probing_lab.cli:command_line"
