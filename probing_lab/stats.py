@@ -12,9 +12,10 @@ detectable.
 
 Why not ``scipy.stats.bootstrap``: it draws new resamples on every call, so two scores of the same
 run would not share them and their difference could not be read off paired; here one resample is
-a row of unit indices and a score on all of them is one gather and a sum, for any number of
-scorers. The interval is the percentile interval (its coverage is tested in
-``tests/test_stats.py``: 93-97% of 400 synthetic test sets with a known accuracy).
+a row of unit indices and a score on all of them is one gather and a sum (or, for counts, one
+product with how often each unit is drawn), for any number of scorers. The interval is the
+percentile interval (its coverage is tested in ``tests/test_stats.py``: 93-97% of 400 synthetic
+test sets with a known accuracy).
 """
 
 from __future__ import annotations
