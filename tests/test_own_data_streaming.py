@@ -13,7 +13,8 @@ from test_own_data import tokens_file
 
 from probing_lab.datasets.files import read_labelled_file, read_token_table
 from probing_lab.elmo import ElmoBiLM, ElmoOptions
-from probing_lab.features.cache import ElmoEncoder, LayerRows, extract_features
+from probing_lab.features.cache import ElmoEncoder, extract_features
+from probing_lab.features.layer_rows import LayerRows
 from probing_lab.probing import rows
 from probing_lab.probing.experiment import run_experiment
 from probing_lab.probing.probes import ProbeConfig, fit_probe

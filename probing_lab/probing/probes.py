@@ -113,7 +113,7 @@ class TrainedProbe:
 
     @torch.no_grad()
     def predict_proba(self, X, batch_size: int = 8192) -> np.ndarray:
-        """``X``: an array, rows on disk (:class:`~probing_lab.features.cache.LayerRows`), or rows
+        """``X``: an array, rows on disk (:class:`~probing_lab.features.layer_rows.LayerRows`), or rows
         standardised with this probe's training statistics (:class:`~.rows.Standardised`)."""
         self.module.eval()
         if isinstance(X, Standardised):

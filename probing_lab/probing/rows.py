@@ -1,5 +1,5 @@
 """Where a probe's training rows come from: an array in memory or rows on disk
-(``features.cache.LayerRows``), read a chunk at a time, their standardisation statistics, and rows in
+(``features.layer_rows.LayerRows``), read a chunk at a time, their standardisation statistics, and rows in
 memory standardised once (:class:`Standardised`) for every fit of a layer to share."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from .rows import is_row_source, standardise
 class StandardisedTokens:
     """A split's token vectors, each minibatch's rows standardised as they are read (with the
     training tokens' mean and deviation): ``take(rows)`` -> float32 ``(len(rows), [n_layers,] dim)``.
-    ``tokens``: an array, or rows on disk (``features.cache.LayerRows``, a memory map of the feature
+    ``tokens``: an array, or rows on disk (``features.layer_rows.LayerRows``, a memory map of the feature
     cache). No standardised copy of the whole matrix is made: a fresh buffer of a mix's 290 MB took
     2.4-3.1 s to touch in a new worker on this VM, and a step reads a few hundred rows."""
 

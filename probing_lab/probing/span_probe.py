@@ -43,7 +43,7 @@ class SpanInputs:
     """Spans over one split's token vectors.
 
     ``tokens``: ``(n_tokens, dim)``, or ``(n_tokens, n_layers, dim)`` for a mix, every sentence's
-    tokens in order (an array, or rows on disk: ``features.cache.LayerRows``); ``span1``/``span2``:
+    tokens in order (an array, or rows on disk: ``features.layer_rows.LayerRows``); ``span1``/``span2``:
     ``(n, 2)`` rows ``[start, end)`` into ``tokens`` (``span2`` None: single spans); ``units``: each
     example's sentence (what the linear probe's minibatches keep together; None: every example its
     own). Indexing selects spans and keeps the tokens (what online MDL needs)."""

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..datasets.files import TokenTable
-from ..features.cache import Features, LayerRows, extract_features, extract_side_by_side
+from ..features.cache import Features, extract_features, extract_side_by_side
+from ..features.layer_rows import LayerRows
 
 
 @dataclass
