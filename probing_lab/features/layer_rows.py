@@ -71,12 +71,10 @@ class LayerRows:
             self._map = np.load(self.features.path / "layers.npy", mmap_mode="c")
         rows = np.asarray(rows, dtype=np.int64)
         rows = rows if self.index is None else self.index[rows]
-        if self.key == MEAN:
+        if self.key != "mix":  # a layer, or their mean: gathered as read() gathers an index
             return self._rows(self._map, rows, len(rows))
-        layers, idx = torch.from_numpy(self._map), torch.from_numpy(rows)
-        if self.key == "mix":
-            return torch.index_select(layers, 1, idx).float().permute(1, 0, 2).numpy()
-        return torch.index_select(take_layer(layers, self.key), 0, idx).float().numpy()
+        layers = torch.index_select(torch.from_numpy(self._map), 1, torch.from_numpy(rows))
+        return layers.float().permute(1, 0, 2).numpy()
 
     def _rows(self, layers: np.ndarray, rows, n: int) -> np.ndarray:
         """float32 ``(n, *row_shape)`` of ``layers[:, rows]``, the layer key's part. float16 is converted by
